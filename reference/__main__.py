@@ -1,0 +1,3 @@
+from reference.cli import main
+
+raise SystemExit(main())

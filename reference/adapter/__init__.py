@@ -1,0 +1,13 @@
+"""The reference implementation exposed through the adapter interface (SPEC §5).
+
+Core profile: the 21 functions of the CS336 2025 ``tests/adapters.py``, same
+names and signatures. Extended profile: optional functions lmspec defines for
+what the core profile cannot reach (generation, accounting, ablations); see
+
+Each area lives in its own module; this package re-exports all of them so
+``--adapter reference.adapter`` sees one flat module like a student's file.
+"""
+
+from reference.adapter.nn import *  # noqa: F403
+from reference.adapter.tokenizer import *  # noqa: F403
+from reference.adapter.training import *  # noqa: F403
