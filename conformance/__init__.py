@@ -1,0 +1,2 @@
+"""lmspec conformance suite: grades any implementation of shared/SPEC.md
+through the adapter interface (SPEC §5). See docs/CONTRIBUTING-suite.md."""

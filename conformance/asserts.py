@@ -1,0 +1,140 @@
+"""The suite's assertion vocabulary. Every helper hides itself from the
+traceback and says: the rule, what was observed vs expected at the worst
+element, the max error, the tolerance, and the likely cause when a known bug
+pattern matches (``hints``)."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from conformance.tolerances import Tolerance
+
+# Taken before any implementation under test is imported, so a submission
+# that monkeypatches torch at import time cannot change how we compare.
+_as_tensor = torch.as_tensor
+_float64 = torch.float64
+
+Hint = tuple[str, Callable[[], Any]]
+
+
+def _to64(x: Any) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", _float64)
+    return _as_tensor(x, dtype=_float64)
+
+
+def _fmt_index(idx: tuple[int, ...]) -> str:
+    return "[" + ", ".join(map(str, idx)) + "]"
+
+
+def _matching_hints(actual: torch.Tensor, hints: Sequence[Hint], tol: Tolerance) -> list[str]:
+    found = []
+    for cause, make in hints:
+        try:
+            candidate = _to64(make())
+        except Exception:  # a hint that cannot be computed is just not shown
+            continue
+        if candidate.shape == actual.shape and bool(
+            ((actual - candidate).abs() <= tol.atol + tol.rtol * candidate.abs()).all()
+        ):
+            found.append(cause)
+    return found
+
+
+def describe_mismatch(actual: Any, expected: Any, tol: Tolerance) -> str | None:
+    """None when ``actual`` is within ``tol`` of ``expected`` everywhere, else
+    a description of the worst element."""
+    a, e = _to64(actual), _to64(expected)
+    if tuple(a.shape) != tuple(e.shape):
+        return f"shape {tuple(a.shape)} but expected {tuple(e.shape)}"
+    if a.numel() == 0:
+        return None
+    nan_a, nan_e = a.isnan(), e.isnan()
+    if bool((nan_a != nan_e).any()):
+        idx = tuple(int(i) for i in (nan_a != nan_e).nonzero()[0])
+        return f"NaN mismatch at {_fmt_index(idx)}: got {a[idx].item():.6g}, expected {e[idx].item():.6g}"
+    inf_mismatch = (a.isinf() | e.isinf()) & (a != e)
+    if bool(inf_mismatch.any()):
+        idx = tuple(int(i) for i in inf_mismatch.nonzero()[0])
+        return f"infinity mismatch at {_fmt_index(idx)}: got {a[idx].item():.6g}, expected {e[idx].item():.6g}"
+    finite = ~(nan_e | e.isinf())
+    err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
+    bound = tol.atol + tol.rtol * e.abs()
+    excess = torch.where(finite, err - bound, torch.full_like(a, -1.0))
+    if not bool((excess > 0).any()):
+        return None
+    flat = int(excess.argmax())
+    idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() else ()
+    n_bad = int((excess > 0).sum())
+    return (
+        f"max |error| {err.max().item():.3g}; worst at {_fmt_index(idx)}: got {a[idx].item():.8g}, "
+        f"expected {e[idx].item():.8g} (error {err[idx].item():.3g}); "
+        f"{n_bad}/{a.numel()} elements outside tolerance ({tol})"
+    )
+
+
+def assert_close(
+    actual: Any,
+    expected: Any,
+    tol: Tolerance,
+    *,
+    rule: str,
+    hints: Sequence[Hint] = (),
+    context: str = "",
+) -> None:
+    """Assert ``actual`` ≈ ``expected`` elementwise (|a-e| <= atol + rtol|e|).
+
+    ``rule`` states the spec rule in a line; ``hints`` are (cause, thunk)
+    pairs: when the wrong output matches a thunk's value, the cause is named.
+    """
+    __tracebackhide__ = True
+    problem = describe_mismatch(actual, expected, tol)
+    if problem is None:
+        return
+    lines = [f"{rule}: {problem}"]
+    if context:
+        lines.append(f"  input: {context}")
+    causes = _matching_hints(_to64(actual), hints, tol) if "shape" not in problem[:5] else []
+    for cause in causes:
+        lines.append(f"  likely cause: {cause}")
+    raise AssertionError("\n".join(lines))
+
+
+def assert_shape(actual: Any, expected_shape: Sequence[int], *, rule: str) -> None:
+    __tracebackhide__ = True
+    shape = tuple(getattr(actual, "shape", ()))
+    if shape != tuple(expected_shape):
+        raise AssertionError(f"{rule}: output shape {shape} but expected {tuple(expected_shape)}")
+
+
+def assert_dtype(actual: Any, expected: torch.dtype, *, rule: str) -> None:
+    __tracebackhide__ = True
+    got = getattr(actual, "dtype", type(actual))
+    if got != expected:
+        raise AssertionError(f"{rule}: output dtype {got} but expected {expected}")
+
+
+def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "") -> None:
+    """Exact equality of plain Python values (lists of ids, merges, ints),
+    showing the first difference for sequences."""
+    __tracebackhide__ = True
+    if actual == expected:
+        return
+    msg = f"{rule}: got {_short(actual)}, expected {_short(expected)}"
+    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
+        first = next((i for i, (x, y) in enumerate(zip(actual, expected)) if x != y), min(len(actual), len(expected)))
+        got = actual[first] if first < len(actual) else "<end>"
+        want = expected[first] if first < len(expected) else "<end>"
+        msg = (
+            f"{rule}: first difference at index {first}: got {got!r}, expected {want!r} "
+            f"(lengths {len(actual)} vs {len(expected)})"
+        )
+    if context:
+        msg += f"\n  input: {context}"
+    raise AssertionError(msg)
+
+
+def _short(x: Any, limit: int = 300) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

@@ -1,0 +1,1 @@
+"""Hypothesis strategies for the training spec items (functions returning strategies, keyword-only bounds, NamedTuples for composites)."""
