@@ -1,0 +1,314 @@
+"""An obviously-correct, slow byte-level BPE trainer: the oracle for SPEC §1.2.
+
+Every merge step recounts every adjacent pair of every pre-token from scratch
+(weighted by the pre-token's frequency) and takes the max by ``(count, pair)``,
+so ties go to the lexicographically greater ``(bytes_a, bytes_b)`` tuple. No
+incremental bookkeeping, no caches: nothing to get subtly wrong. Quadratic, so
+only for the small corpora the suite generates (and corpus.en in a pinch).
+
+The keyword switches of :func:`train_bpe` reproduce *known bugs* (tie toward
+the smaller pair, no pre-tokenization, special tokens counted, special tokens
+deleted instead of split on). The suite never grades against them: they only
+name the likely cause when an implementation's merges disagree with the
+correct run.
+
+This module is independent of ``reference/`` by design.
+"""
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import regex
+
+#: SPEC §1.1, the GPT-2 pre-tokenization pattern.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+_GPT2_RE = regex.compile(GPT2_PATTERN)
+
+Pair = tuple[bytes, bytes]
+Word = tuple[bytes, ...]
+
+
+def special_splitter(special_tokens: Sequence[str]) -> "regex.Pattern[str] | None":
+    """A regex that matches special tokens, leftmost first and longest first
+    among those starting at the same place (SPEC §1.3: the longest match wins)."""
+    if not special_tokens:
+        return None
+    alternatives = sorted(set(special_tokens), key=len, reverse=True)
+    return regex.compile("|".join(regex.escape(s) for s in alternatives))
+
+
+def split_on_specials(text: str, special_tokens: Sequence[str]) -> list[tuple[str, bool]]:
+    """``text`` cut into ``(piece, is_special)`` runs; ordinary runs may be empty
+    strings only when ``text`` is empty.
+
+    >>> split_on_specials("a<|e|>b", ["<|e|>"])
+    [('a', False), ('<|e|>', True), ('b', False)]
+    """
+    pattern = special_splitter(special_tokens)
+    if pattern is None:
+        return [(text, False)] if text else []
+    out: list[tuple[str, bool]] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() > pos:
+            out.append((text[pos : m.start()], False))
+        out.append((m.group(), True))
+        pos = m.end()
+    if pos < len(text):
+        out.append((text[pos:], False))
+    return out
+
+
+def pretokenize(text: str) -> list[str]:
+    """GPT-2 pre-tokens of special-token-free ``text`` (SPEC §1.1)."""
+    return _GPT2_RE.findall(text)
+
+
+def count_pretokens(
+    text: str,
+    special_tokens: Sequence[str] = (),
+    *,
+    use_pattern: bool = True,
+    split_specials: bool = True,
+    drop_specials: bool = False,
+) -> Counter[bytes]:
+    """Frequency of each pre-token's UTF-8 bytes in ``text``.
+
+    Correct behaviour is the default. ``use_pattern=False`` makes each
+    special-free segment one "pre-token" (merges cross pre-token boundaries);
+    ``split_specials=False`` leaves special tokens in the text, so they are
+    pre-tokenized and counted like ordinary text; ``drop_specials=True`` deletes
+    them and joins their neighbours (merges cross special tokens).
+    """
+    if drop_specials:
+        segments = [
+            "".join(p for p, special in split_on_specials(text, special_tokens) if not special)
+        ]
+    elif split_specials:
+        segments = [p for p, special in split_on_specials(text, special_tokens) if not special]
+    else:
+        segments = [text]
+    counts: Counter[bytes] = Counter()
+    for segment in segments:
+        pieces = pretokenize(segment) if use_pattern else [segment]
+        counts.update(p.encode("utf-8") for p in pieces if p)
+    return counts
+
+
+def words_of(pretokens: Counter[bytes]) -> Counter[Word]:
+    """Each pre-token as a tuple of single bytes, with its frequency."""
+    words: Counter[Word] = Counter()
+    for token, n in pretokens.items():
+        words[tuple(bytes([b]) for b in token)] += n
+    return words
+
+
+def count_pairs(words: Counter[Word]) -> Counter[Pair]:
+    """Adjacent pairs inside each word, weighted by the word's frequency.
+    Overlapping occurrences count separately: ``(a, a, a)`` has ``(a, a)`` twice."""
+    pairs: Counter[Pair] = Counter()
+    for word, n in words.items():
+        for pair in itertools.pairwise(word):
+            pairs[pair] += n
+    return pairs
+
+
+def merge_word(word: Word, pair: Pair, *, right_to_left: bool = False) -> Word:
+    """Replace non-overlapping occurrences of ``pair`` scanning left to right:
+    ``merge_word((a, a, a), (a, a)) == (aa, a)``."""
+    if right_to_left:
+        rev: list[bytes] = []
+        j = len(word) - 1
+        while j >= 0:
+            if j >= 1 and (word[j - 1], word[j]) == pair:
+                rev.append(word[j - 1] + word[j])
+                j -= 2
+            else:
+                rev.append(word[j])
+                j -= 1
+        return tuple(reversed(rev))
+    out: list[bytes] = []
+    i = 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def apply_merges(words: Counter[Word], merges: Iterable[Pair]) -> Counter[Word]:
+    """The words after applying ``merges`` in order (a replay of training)."""
+    for pair in merges:
+        nxt: Counter[Word] = Counter()
+        for word, n in words.items():
+            nxt[merge_word(word, pair)] += n
+        words = nxt
+    return words
+
+
+def choose_pair(pairs: Counter[Pair], *, tie: str = "greater") -> Pair | None:
+    """The most frequent pair; ties to the greater pair (SPEC) or, with
+    ``tie="smaller"``, to the smaller one (a known bug)."""
+    live = [(n, p) for p, n in pairs.items() if n > 0]
+    if not live:
+        return None
+    if tie == "greater":
+        return max(live)[1]
+    best = max(n for n, _ in live)
+    return min(p for n, p in live if n == best)
+
+
+def train_from_pretokens(
+    pretokens: Counter[bytes],
+    num_merges: int,
+    *,
+    tie: str = "greater",
+    right_to_left: bool = False,
+) -> list[Pair]:
+    """Up to ``num_merges`` merges learned from pre-token frequencies."""
+    words = words_of(pretokens)
+    merges: list[Pair] = []
+    while len(merges) < num_merges:
+        pair = choose_pair(count_pairs(words), tie=tie)
+        if pair is None:
+            break
+        merges.append(pair)
+        nxt: Counter[Word] = Counter()
+        for word, n in words.items():
+            nxt[merge_word(word, pair, right_to_left=right_to_left)] += n
+        words = nxt
+    return merges
+
+
+def build_vocab(merges: Sequence[Pair], special_tokens: Sequence[str]) -> dict[int, bytes]:
+    """Bytes 0..255 by byte value, then specials in the given order, then one
+    token per merge in merge order."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for s in special_tokens:
+        vocab[len(vocab)] = s.encode("utf-8")
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    return vocab
+
+
+class BpeResult(NamedTuple):
+    vocab: dict[int, bytes]
+    merges: list[Pair]
+
+
+def train_bpe(
+    text: str,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    tie: str = "greater",
+    use_pattern: bool = True,
+    split_specials: bool = True,
+    drop_specials: bool = False,
+    right_to_left: bool = False,
+) -> BpeResult:
+    """SPEC §1.2 ``train_bpe`` on an in-memory text. Defaults are the spec;
+    the keywords switch on known bugs (see :func:`count_pretokens`)."""
+    pretokens = count_pretokens(
+        text,
+        special_tokens,
+        use_pattern=use_pattern,
+        split_specials=split_specials,
+        drop_specials=drop_specials,
+    )
+    num_merges = vocab_size - 256 - len(special_tokens)
+    merges = train_from_pretokens(pretokens, num_merges, tie=tie, right_to_left=right_to_left)
+    return BpeResult(build_vocab(merges, special_tokens), merges)
+
+
+#: Replaying the known bugs costs about len(text) * merges; above this budget
+#: (about 2 s of slow training each) failures are reported without those hints.
+HINT_BUDGET = 3_000_000
+
+#: Known bugs the suite can recognise, as ``train_bpe`` keyword sets.
+KNOWN_BUGS: dict[str, dict] = {
+    "ties broken toward the lexicographically smaller pair (SPEC: prefer the greater pair)": {
+        "tie": "smaller"
+    },
+    "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {
+        "use_pattern": False
+    },
+    "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {
+        "split_specials": False
+    },
+    "special tokens deleted and their neighbours joined, so merges cross special tokens": {
+        "drop_specials": True
+    },
+    "a merge replaces occurrences right to left (SPEC: non-overlapping, left to right)": {
+        "right_to_left": True
+    },
+}
+
+
+def _show(pair: object) -> str:
+    return repr(pair) if not isinstance(pair, tuple) else "(" + ", ".join(map(repr, pair)) + ")"
+
+
+def describe_merge_mismatch(
+    got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
+) -> str | None:
+    """None when ``got`` equals the slow oracle's merges for this training run;
+    otherwise the first differing merge index, both pairs with their counts at
+    that step, the top candidates, and the known bugs that would produce
+    exactly ``got`` up to that point."""
+    expected = train_bpe(text, vocab_size, special_tokens).merges
+    got = list(got)
+    if got == expected:
+        return None
+    i = next(
+        (k for k, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected))
+    )
+    pretokens = count_pretokens(text, special_tokens)
+    counts = count_pairs(apply_merges(words_of(pretokens), expected[:i]))
+    g = got[i] if i < len(got) else "<none: training stops here>"
+    e = expected[i] if i < len(expected) else "<none: training stops here>"
+    lines = [
+        f"first difference at merge {i} (got {len(got)} merges, expected {len(expected)}): "
+        f"got {_show(g)} (count {counts.get(g, 0) if isinstance(g, tuple) else '-'}), "
+        f"expected {_show(e)} (count {counts.get(e, 0) if isinstance(e, tuple) else '-'})",
+        "  most frequent pairs at that step: "
+        + ", ".join(
+            f"{_show(p)}: {n}"
+            for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        ),
+    ]
+    if i > 0:
+        lines.append(
+            "  merges before it agree: ... "
+            + ", ".join(_show(p) for p in expected[max(0, i - 3) : i])
+        )
+    k = len(special_tokens)
+    if got == expected[: len(got)] and len(expected) - len(got) == k:
+        lines.append(
+            "  likely cause: vocab_size taken as bytes + merges (it also counts the special tokens)"
+        )
+    elif expected == got[: len(expected)] and len(got) - len(expected) == k and k:
+        lines.append(
+            "  likely cause: special tokens not counted in vocab_size "
+            "(it counts bytes, specials, merges)"
+        )
+    elif got == expected[: len(got)]:
+        lines.append(
+            f"  likely cause: stopped after {len(got)} merges, before len(vocab) == {vocab_size}"
+        )
+    if len(text) * (i + 1) > HINT_BUDGET:
+        return "\n".join(lines)  # replaying known bugs would take too long here
+    for cause, bug in KNOWN_BUGS.items():
+        if bug.keys() & {"split_specials", "drop_specials"} and not special_tokens:
+            continue
+        variant = train_bpe(
+            text, min(vocab_size, 256 + len(special_tokens) + i + 1), special_tokens, **bug
+        )
+        if variant.merges[: i + 1] == got[: i + 1] and variant.merges[: i + 1] != expected[: i + 1]:
+            lines.append(f"  likely cause: {cause}")
+    return "\n".join(lines)

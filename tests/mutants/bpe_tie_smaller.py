@@ -1,0 +1,48 @@
+"""MUTANT: BPE ties broken toward the lexicographically smaller pair."""
+
+import itertools
+from collections import Counter
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import count_file_pretokens
+
+MUTANT = {
+    "spec": "1.2.train_bpe",
+    "bug": (
+        "ties between equally frequent pairs go to the smaller pair (min) instead of the greater"
+    ),
+    "run": ["1.2.train_bpe"],
+}
+
+
+def run_train_bpe(input_path, vocab_size, special_tokens, **kwargs):
+    counts = count_file_pretokens(input_path, special_tokens)
+    words = Counter({tuple(bytes([b]) for b in w.encode("utf-8")): n for w, n in counts.items()})
+    vocab = {i: bytes([i]) for i in range(256)}
+    for s in special_tokens:
+        vocab[len(vocab)] = s.encode("utf-8")
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs = Counter()
+        for w, n in words.items():
+            for p in itertools.pairwise(w):
+                pairs[p] += n
+        if not pairs:
+            break
+        best = max(pairs.values())
+        pair = min(p for p, n in pairs.items() if n == best)  # BUG: should be max
+        merges.append(pair)
+        vocab[len(vocab)] = pair[0] + pair[1]
+        new = Counter()
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == pair:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] += n
+        words = new
+    return vocab, merges

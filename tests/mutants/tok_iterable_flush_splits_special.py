@@ -1,0 +1,31 @@
+"""MUTANT: encode_iterable's flush ignores a special token cut at the end of its buffer."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+from reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
+
+MUTANT = {
+    "spec": "1.3.encode_iterable",
+    "bug": (
+        "when the buffer is flushed, only the last pre-token is held back: a special token "
+        "whose first half ends the buffer is encoded as text"
+    ),
+    "run": ["1.3.encode_iterable"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def _encode_final_prefix(self, text):
+        ids, start = [], 0
+        if self._special_regex is not None:
+            for match in self._special_regex.finditer(text):
+                ids += self._encode_pretokens(GPT2_REGEX.findall(text, start, match.start()))
+                ids.append(self._special_ids[match.group()])
+                start = match.end()
+        # BUG: no special_prefix_start(): a partial special token at the end is plain text
+        pretokens, consumed = split_final_pretokens(text[start:])
+        return ids + self._encode_pretokens(pretokens), start + consumed
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)

@@ -1,0 +1,19 @@
+"""MUTANT: encode_iterable joins the whole input before encoding."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+
+MUTANT = {
+    "spec": "1.3.encode_iterable",
+    "bug": "yield from encode(''.join(iterable)): correct ids, but reads the whole stream first",
+    "run": ["1.3.encode_iterable"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def encode_iterable(self, iterable):
+        yield from self.encode("".join(iterable))
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)

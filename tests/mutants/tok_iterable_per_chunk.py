@@ -1,0 +1,23 @@
+"""MUTANT: encode_iterable encodes every chunk on its own."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+
+MUTANT = {
+    "spec": "1.3.encode_iterable",
+    "bug": (
+        "yield from encode(chunk) per chunk: pre-tokens and special tokens "
+        "spanning chunks are split"
+    ),
+    "run": ["1.3.encode_iterable"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def encode_iterable(self, iterable):
+        for chunk in iterable:
+            yield from self.encode(chunk)
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)

@@ -1,0 +1,31 @@
+"""MUTANT: pre-tokenization pattern without the `\\s+(?!\\S)` alternative."""
+
+import regex
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+
+MUTANT = {
+    "spec": "1.1.pretokenize",
+    "bug": (
+        "GPT-2 pattern missing \\s+(?!\\S): 'a  b' gives 'a', '  ', 'b' instead of 'a', ' ', ' b'"
+    ),
+    "run": ["1.1.pretokenize", "1.3.encode"],
+}
+
+_PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+""")
+
+
+class _Tokenizer(Tokenizer):
+    def encode(self, text):
+        ids, start = [], 0
+        if self._special_regex is not None:
+            for m in self._special_regex.finditer(text):
+                ids += self._encode_pretokens(_PATTERN.findall(text, start, m.start()))
+                ids.append(self._special_ids[m.group()])
+                start = m.end()
+        return ids + self._encode_pretokens(_PATTERN.findall(text, start))
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)

@@ -1,0 +1,22 @@
+"""MUTANT: encode ignores special tokens (they go through the GPT-2 pre-tokenizer)."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+from reference.tokenizer.pretokenize import GPT2_REGEX
+
+MUTANT = {
+    "spec": "1.3.special_tokens",
+    "bug": (
+        "encode never splits on special tokens: '<|endoftext|>' becomes '<|', 'endoftext', '|>' ids"
+    ),
+    "run": ["1.3.special_tokens"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def encode(self, text):
+        return self._encode_pretokens(GPT2_REGEX.findall(text))
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)

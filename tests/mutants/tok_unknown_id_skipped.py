@@ -1,0 +1,19 @@
+"""MUTANT: decode silently skips ids that are not in the vocabulary."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+
+MUTANT = {
+    "spec": "1.3.decode",
+    "bug": "unknown ids skipped (vocab.get(i, b'')) instead of raising",
+    "run": ["1.3.decode"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def decode(self, ids):
+        return b"".join(self.vocab.get(i, b"") for i in ids).decode("utf-8", errors="replace")
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)
