@@ -1,0 +1,401 @@
+"""SPEC §3 data loading and checkpointing: get_batch (shapes, shift, device,
+memmap, every start reachable, uniform) and save/load_checkpoint (round trip,
+exact resume).
+
+The uniformity test is statistical with a computed false-failure probability
+(≤ 1e-6 for any seed; derivation in conformance/stats.py); it seeds torch,
+numpy and ``random`` first so CI is deterministic.
+"""
+
+import copy
+import io
+import random
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conformance import stats
+from conformance.asserts import assert_close, assert_dtype, assert_equal, assert_shape
+from conformance.tolerances import EXACT
+
+spec = pytest.mark.spec
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+@pytest.fixture
+def seeded():
+    """Seed every global RNG an implementation may use; restore torch's after."""
+    with torch.random.fork_rng(devices=[]):
+        state_np, state_py = np.random.get_state(), random.getstate()
+        _seed_everything(1234)
+        yield
+        np.random.set_state(state_np)
+        random.setstate(state_py)
+
+
+def _starts(
+    inputs: torch.Tensor, targets: torch.Tensor, data: np.ndarray, m: int, what: str
+) -> list[int]:
+    """Start index of every row, checking that inputs = x[s:s+m] and targets =
+    x[s+1:s+m+1] for one valid s (``data`` holds distinct values)."""
+    __tracebackhide__ = True
+    x = torch.as_tensor(np.asarray(data, dtype=np.int64))
+    pos = {int(v): i for i, v in enumerate(x.tolist())}
+    n_valid = len(data) - m
+    inputs, targets = inputs.detach().cpu(), targets.detach().cpu()
+    starts = []
+    for row in range(inputs.shape[0]):
+        s = pos.get(int(inputs[row, 0]))
+        if s is None or not 0 <= s < n_valid:
+            raise AssertionError(
+                f"3.get_batch ({what}): row {row} starts with token {int(inputs[row, 0])}, "
+                f"at position {s}; "
+                f"valid starts are 0..{n_valid - 1} (len(x) − context_length − 1)"
+            )
+        if not torch.equal(inputs[row], x[s : s + m]):
+            raise AssertionError(
+                f"3.get_batch ({what}): row {row} inputs {inputs[row].tolist()} != x[{s}:{s + m}]"
+            )
+        if not torch.equal(targets[row], x[s + 1 : s + m + 1]):
+            hint = (
+                "  likely cause: targets taken at a different start than inputs"
+                if len(targets[row]) == m
+                else ""
+            )
+            raise AssertionError(
+                f"3.get_batch ({what}): row {row} targets {targets[row].tolist()} must be "
+                f"x[{s + 1}:{s + m + 1}] "
+                f"= {x[s + 1 : s + m + 1].tolist()} (inputs shifted by one){hint}"
+            )
+        starts.append(s)
+    return starts
+
+
+def _datasets(tmp_path: Path) -> dict[str, np.ndarray]:
+    """Distinct values (so a row reveals its start) in the layouts users pass."""
+    values = np.arange(40) * 7 + 3
+    npy = tmp_path / "tokens.npy"
+    np.save(npy, values.astype(np.int32))
+    raw = tmp_path / "tokens.bin"
+    values.astype(np.uint16).tofile(raw)
+    return {
+        "ndarray-int64": values.astype(np.int64),
+        "npy-int32-mmap": np.load(npy, mmap_mode="r"),
+        "memmap-uint16": np.memmap(raw, dtype=np.uint16, mode="r"),
+    }
+
+
+@spec("3.get_batch")
+@pytest.mark.parametrize("kind", ["ndarray-int64", "npy-int32-mmap", "memmap-uint16"])
+def test_get_batch_shapes_dtype_device_and_shift(run_get_batch, device, tmp_path, kind, seeded):
+    """inputs x[s:s+m] and targets x[s+1:s+m+1] from the same start s, both int64
+    (batch_size, context_length) on ``device``, for arrays and np.memmap."""
+    data = _datasets(tmp_path)[kind]
+    batch_size, m = 6, 5
+    inputs, targets = run_get_batch(data, batch_size, m, device)
+    for name, t in (("inputs", inputs), ("targets", targets)):
+        assert_shape(
+            t, (batch_size, m), rule=f"3.get_batch: {name} shape (batch_size, context_length)"
+        )
+        assert_dtype(t, torch.int64, rule=f"3.get_batch: {name} dtype ({kind} input)")
+        assert t.device.type == torch.device(device).type, (
+            f"3.get_batch: {name} on {t.device}, expected {device}"
+        )
+    _starts(inputs, targets, data, m, kind)
+
+
+@spec("3.get_batch")
+@pytest.mark.parametrize("bad", ["cuda:99", "nonsense"])
+def test_get_batch_invalid_device_raises(run_get_batch, bad):
+    """An invalid device string must raise (never silently fall back to cpu)."""
+    data = np.arange(50, dtype=np.int64)
+    try:
+        run_get_batch(data, 2, 4, bad)
+    except Exception:
+        return
+    raise AssertionError(
+        f"3.get_batch: device={bad!r} must raise an error; the call returned normally"
+    )
+
+
+def _peak_rss_reset() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+@spec("3.get_batch")
+def test_get_batch_reads_memmap_without_loading_it(run_get_batch, tmp_path, seeded):
+    """A 64 MiB np.memmap (sparse file) is sampled without reading it whole:
+    peak numpy allocations (tracemalloc) and peak RSS growth stay far below
+    the array size."""
+    size = 64 * 2**20
+    path = tmp_path / "big.bin"
+    with open(path, "wb") as f:
+        f.truncate(size)  # sparse: costs no disk and no time
+    data = np.memmap(path, dtype=np.uint16, mode="r")
+    limit = size // 8
+    run_get_batch(np.arange(100, dtype=np.uint16), 8, 16, "cpu")  # warm-up: lazy imports and caches
+    rss_ok = _peak_rss_reset()
+    rss_before = _peak_rss_bytes()
+    tracemalloc.start()
+    try:
+        inputs, _ = run_get_batch(data, 8, 16, "cpu")
+        traced_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    rss_growth = _peak_rss_bytes() - rss_before if rss_ok else 0
+    assert_shape(inputs, (8, 16), rule="3.get_batch: inputs shape on a memmap")
+    worst = max(traced_peak, rss_growth)
+    assert worst < limit, (
+        f"3.get_batch: sampling 8×16 tokens from a {size >> 20} MiB memmap allocated "
+        f"{worst >> 20} MiB (numpy peak {traced_peak >> 20} MiB, "
+        f"RSS growth {rss_growth >> 20} MiB; limit {limit >> 20} MiB)\n"
+        "  likely cause: the whole array was copied or converted (np.array(x), x.astype(...), "
+        "torch.tensor(x)); "
+        "index the memmap (or torch.from_numpy(x)) per start instead"
+    )
+
+
+@spec("3.get_batch")
+def test_get_batch_every_valid_start_reachable(run_get_batch, seeded):
+    """Every start 0..len(x)−m−1 is drawn (the last one included) and no other.
+    A correct sampler misses a start in 1000 rows with probability
+    ≤ 10·(1−1/10)^1000 < 1e-45 (batches never exceed the number of starts, so
+    sampling without replacement inside a batch is fine too)."""
+    m, n_starts, calls = 4, 10, 100
+    data = np.arange(n_starts + m, dtype=np.int64) + 100
+    assert stats.miss_probability(n_starts, 1 / n_starts, calls * n_starts) < stats.FALSE_FAILURE
+    seen: set[int] = set()
+    for _ in range(calls):
+        inputs, targets = run_get_batch(data, n_starts, m, "cpu")
+        seen |= set(_starts(inputs, targets, data, m, "reachability"))
+    missing = sorted(set(range(n_starts)) - seen)
+    if missing:
+        hint = (
+            "\n  likely cause: the upper bound of the start range excludes len(x) − m − 1 "
+            "(torch.randint's high is exclusive: use len(x) − m)"
+            if missing == [n_starts - 1]
+            else ""
+        )
+        raise AssertionError(
+            f"3.get_batch: starts {missing} never drawn in {calls * n_starts} rows "
+            f"(len(x)={len(data)}, m={m}; "
+            f"valid starts 0..{n_starts - 1}){hint}"
+        )
+
+
+@spec("3.get_batch")
+def test_get_batch_starts_uniform(run_get_batch, seeded):
+    """Start indices are uniform over 0..len(x)−m−1: per-start counts and the
+    empirical CDF over 8000 rows (500 batches of 16) pass Chernoff bounds whose
+    union has false-failure probability ≤ 1e-6 (conformance/stats.py)."""
+    m, n_starts, batch, calls = 3, 16, 16, 500
+    data = np.arange(n_starts + m, dtype=np.int64) * 3 + 1
+    counts = [0] * n_starts
+    for _ in range(calls):
+        inputs, targets = run_get_batch(data, batch, m, "cpu")
+        for s in _starts(inputs, targets, data, m, "uniformity"):
+            counts[s] += 1
+    problem = stats.check_distribution(counts, [1 / n_starts] * n_starts, labels="start")
+    assert problem is None, (
+        f"3.get_batch: starts are not uniform: {problem}\n  counts per start: {counts}"
+    )
+
+
+# --- checkpointing ------------------------------------------------------------------------
+class _Tiny(torch.nn.Module):
+    """A small model built only from Module/Parameter containers, so failures
+    isolate checkpointing from the implementation's LM."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.inp = torch.nn.Parameter(torch.randn(8, 5, generator=gen) * 0.5)
+        self.blocks = torch.nn.ModuleList(_Inner(gen) for _ in range(2))
+        self.out = torch.nn.Parameter(torch.randn(3, 8, generator=gen) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(x @ self.inp.T)
+        for block in self.blocks:
+            h = block(h)
+        return h @ self.out.T
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self, gen: torch.Generator):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8, generator=gen) * 0.3)
+        self.g = torch.nn.Parameter(torch.ones(8))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + torch.tanh(h @ self.w.T) * self.g
+
+
+HYPER = {"lr": 1e-2, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+
+
+@pytest.fixture(scope="module")
+def adamw_cls(request):
+    """The implementation's AdamW; torch.optim.AdamW when it has none, so the
+    checkpoint tests still isolate checkpointing."""
+    try:
+        return request.getfixturevalue("get_adamw_cls")()
+    except pytest.skip.Exception:
+        return torch.optim.AdamW
+
+
+def _batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(99)
+    return [(torch.randn(4, 5, generator=gen), torch.randn(4, 3, generator=gen)) for _ in range(n)]
+
+
+def _train(model: torch.nn.Module, opt, batches) -> None:
+    for x, y in batches:
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+
+
+def _params(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def _targets(tmp_path: Path):
+    """(write target, read source) pairs: str path, pathlib.Path, BytesIO."""
+    buf = io.BytesIO()
+
+    def rewind():
+        buf.seek(0)
+        return buf
+
+    return {
+        "str-path": (str(tmp_path / "ckpt.pt"), lambda: str(tmp_path / "ckpt.pt")),
+        "pathlib-path": (tmp_path / "ckpt2.pt", lambda: tmp_path / "ckpt2.pt"),
+        "bytesio": (buf, rewind),
+    }
+
+
+def _same_structure(a, b, where: str = "state_dict") -> str | None:
+    """None when the two nested optimizer state dicts are equal (tensors bit-exact)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        ok = (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and torch.equal(a.cpu(), b.cpu())
+        )
+        return None if ok else f"{where}: {a!r} != {b!r}"
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return f"{where}: keys {sorted(map(str, a))} != {sorted(map(str, b))}"
+        for k in a:
+            problem = _same_structure(a[k], b[k], f"{where}[{k!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            problem = _same_structure(x, y, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    return None if a == b else f"{where}: {a!r} != {b!r}"
+
+
+@spec("3.checkpoint")
+@pytest.mark.parametrize("target", ["str-path", "pathlib-path", "bytesio"])
+def test_checkpoint_round_trip(
+    run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target
+):
+    """save_checkpoint then load_checkpoint into a fresh model and optimizer
+    restores the parameters, the optimizer state and the iteration."""
+    model = _Tiny(0)
+    opt = adamw_cls(model.parameters(), **HYPER)
+    _train(model, opt, _batches(3))
+    out, src = _targets(tmp_path)[target]
+    run_save_checkpoint(model, opt, 3, out)
+    fresh = _Tiny(1)
+    fresh_opt = adamw_cls(fresh.parameters(), **HYPER)
+    iteration = run_load_checkpoint(src(), fresh, fresh_opt)
+    assert_equal(
+        int(iteration), 3, rule="3.checkpoint: load_checkpoint returns the saved iteration"
+    )
+    for (name, p), q in zip(model.named_parameters(), fresh.parameters()):
+        assert_close(
+            q.detach(),
+            p.detach(),
+            EXACT,
+            rule=f"3.checkpoint: parameter {name} restored bit-exactly",
+        )
+    problem = _same_structure(fresh_opt.state_dict(), opt.state_dict(), "optimizer.state_dict()")
+    assert problem is None, (
+        f"3.checkpoint: the loaded optimizer's state differs from the saved one: {problem}\n"
+        "  likely cause: optimizer.state_dict() not saved or not loaded"
+    )
+
+
+@spec("3.checkpoint")
+@pytest.mark.parametrize("target", ["str-path", "bytesio"])
+def test_checkpoint_resume_is_exact(
+    run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target
+):
+    """Train k steps, save, load into a fresh model and optimizer, train n more:
+    bit-exactly the parameters of k+n uninterrupted steps on the same batches."""
+    k, n = 3, 3
+    batches = _batches(k + n)
+    straight = _Tiny(0)
+    _train(straight, adamw_cls(straight.parameters(), **HYPER), batches)
+
+    first = _Tiny(0)
+    first_opt = adamw_cls(first.parameters(), **HYPER)
+    _train(first, first_opt, batches[:k])
+    out, src = _targets(tmp_path)[target]
+    run_save_checkpoint(first, first_opt, k, out)
+    midway = copy.deepcopy(first)
+    resumed = _Tiny(1)
+    resumed_opt = adamw_cls(resumed.parameters(), **HYPER)
+    iteration = run_load_checkpoint(src(), resumed, resumed_opt)
+    assert_equal(
+        int(iteration), k, rule="3.checkpoint: load_checkpoint returns the saved iteration"
+    )
+    _train(resumed, resumed_opt, batches[k:])
+
+    def without_optimizer_state():
+        _train(midway, adamw_cls(midway.parameters(), **HYPER), batches[k:])
+        return _params(midway)
+
+    assert_close(
+        _params(resumed),
+        _params(straight),
+        EXACT,
+        rule=f"3.checkpoint: {k} steps + save/load + {n} steps must equal {k + n} "
+        "uninterrupted steps",
+        hints=[
+            (
+                "optimizer state not saved or not restored (resumed with a fresh AdamW)",
+                without_optimizer_state,
+            )
+        ],
+        context=f"AdamW {adamw_cls.__module__}.{adamw_cls.__qualname__} {HYPER}; "
+        f"checkpoint via {target}",
+    )

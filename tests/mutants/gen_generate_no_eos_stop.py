@@ -1,0 +1,32 @@
+"""MUTANT: the decoding loop never stops at the end-of-text token."""
+
+import torch
+
+from reference.adapter import *  # noqa: F403
+from reference.generation import sample_next_token
+from reference.nn import ModelConfig, TransformerLM, load_weights
+
+MUTANT = {
+    "spec": "4.generation",
+    "bug": "generation continues after emitting eos, always max_new_tokens tokens",
+    "run": ["4.generation"],
+}
+
+
+def run_generate(
+    vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta, weights,
+    prompt, max_new_tokens, temperature, top_p, eos_token_id, generator,
+):  # fmt: skip
+    config = ModelConfig(
+        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta)
+    )
+    model = TransformerLM(config)
+    load_weights(model, weights)
+    tokens, new = list(prompt), []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(torch.tensor([tokens[-context_length:]]))[0, -1]
+            token = sample_next_token(logits, temperature, top_p, generator)
+            tokens.append(token)
+            new.append(token)  # BUG: no "if token == eos_token_id: break"
+    return new

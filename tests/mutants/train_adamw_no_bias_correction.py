@@ -1,0 +1,46 @@
+"""MUTANT: AdamW without bias correction (alpha_t = lr)."""
+
+import torch
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {
+    "spec": "3.adamw",
+    "bug": "no bias correction: theta -= lr * m / (sqrt(v) + eps)",
+    "run": ["3.adamw"],
+}
+
+
+class AdamW(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(
+            params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        )
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            lr, (b1, b2), eps, lam = (
+                group["lr"],
+                group["betas"],
+                group["eps"],
+                group["weight_decay"],
+            )
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state.update(m=torch.zeros_like(p), v=torch.zeros_like(p))
+                m, v = state["m"], state["v"]
+                g = p.grad
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                p.addcdiv_(m, v.sqrt().add_(eps), value=-lr)  # BUG: no bias correction
+                p.mul_(1 - lr * lam)
+        return loss
+
+
+def get_adamw_cls():
+    return AdamW

@@ -1,0 +1,20 @@
+"""MUTANT: gradient clipping by each parameter's own norm."""
+
+import torch
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {
+    "spec": "3.gradient_clipping",
+    "bug": "each gradient clipped by its own L2 norm instead of one global norm",
+    "run": ["3.gradient_clipping"],
+}
+
+
+def run_gradient_clipping(parameters, max_l2_norm):
+    for p in parameters:
+        if p.grad is None:
+            continue
+        norm = float(torch.linalg.vector_norm(p.grad))  # BUG: per parameter
+        if norm > max_l2_norm:
+            p.grad.mul_(max_l2_norm / (norm + 1e-6))
