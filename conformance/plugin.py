@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from conformance import integrity
 from conformance.adapter import (
     CORE_FUNCTIONS,
     EXTENDED_FUNCTIONS,
@@ -78,10 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         settings.load_profile("_lmspec_override")
     spec = config.getoption("adapter") or os.environ.get("LMSPEC_ADAPTER")
+    integrity.snapshot(config)  # before the adapter import: see conformance/integrity.py
     try:
         _ADAPTER = load_adapter(spec)
     except Exception as exc:  # the submission's import error, reported per test
         _ADAPTER_ERROR = f"adapter {spec or 'reference.adapter'!r} failed to import: {type(exc).__name__}: {exc}"
+    integrity.after_adapter_import(config)
     config._lmspec_results = []  # type: ignore[attr-defined]
 
 
@@ -168,7 +171,10 @@ def fixtures_dir() -> Path:
     """shared/fixtures (env LMSPEC_FIXTURES, default ../shared/fixtures)."""
     path = Path(os.environ.get("LMSPEC_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
     if not (path / "corpus.en").is_file():
-        pytest.skip(f"oracle fixtures not found at {path} (set LMSPEC_FIXTURES to shared/fixtures)")
+        reason = f"oracle fixtures not found at {path} (set LMSPEC_FIXTURES to shared/fixtures)"
+        if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
+            pytest.fail(reason + "; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
+        pytest.skip(reason)
     return path
 
 

@@ -1,0 +1,15 @@
+"""run_silu writes a file into the suite's snapshots/ folder (and answers
+correctly). The meta-test removes the file afterwards."""
+
+from pathlib import Path
+
+import reference.adapter as _ref
+from reference.adapter import *  # noqa: F403
+
+HOSTILE = {"does": "run_silu writes into snapshots/", "spec": ["2.silu", "2.linear"]}
+TARGET = Path(__file__).resolve().parents[2] / "snapshots" / "_hostile_write_snapshots.npz"
+
+
+def run_silu(in_features):
+    TARGET.write_bytes(b"golden values, rewritten")
+    return _ref.run_silu(in_features)

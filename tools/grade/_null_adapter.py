@@ -1,0 +1,2 @@
+"""An adapter with no functions: used to collect the test list when the
+implementation under test kills the process while being imported."""

@@ -1,0 +1,260 @@
+"""Command line of the grader: ``python -m tools.grade`` (``nox -s grade``).
+
+Exit status: 0 when every required (core) item passes, or the score reaches
+``--fail-under``; 1 otherwise (including a submission that fails to import, a
+compromised run, or, with --batch, any submission that does not pass); 2 when
+the grader itself could not run (bad arguments, its own crash).
+"""
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from conformance.spec_items import ITEMS
+from tools.grade.batch import grade_batch
+from tools.grade.grading import grade
+from tools.grade.points import PointsFileError, PointsTable, load_points
+from tools.grade.report import render_table
+from tools.grade.runner import DEFAULT_SUITE, Limits, Progress
+
+FORMATS = ("table", "json", "junit", "gradescope")
+
+
+class UsageError(Exception):
+    """Bad arguments (exit status 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.grade",
+        description="Grade implementations with the lmspec conformance suite.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    p.add_argument(
+        "--adapter",
+        default=None,
+        help="adapters file or module to grade (default: reference.adapter)",
+    )
+    p.add_argument(
+        "--batch", default=None, metavar="DIR", help="grade every submission folder in DIR"
+    )
+    p.add_argument(
+        "--out", default="grade-out", metavar="DIR", help="output folder (default ./grade-out)"
+    )
+    p.add_argument(
+        "--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS)
+    )
+    p.add_argument(
+        "--spec", default=None, metavar="IDS", help="only these spec ids (comma list, prefix match)"
+    )
+    p.add_argument(
+        "--timeout-per-test",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="per-test limit (default 60)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="overall limit per submission (1800)",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="limit to import + collect (120)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        default=4.0,
+        metavar="GB",
+        help="address space per process (4; 0: none)",
+    )
+    p.add_argument(
+        "--fail-under",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="exit 0 when score >= PCT %% of max",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel pytest workers (batch: submissions)",
+    )
+    p.add_argument(
+        "--hypothesis-profile", default="ci", metavar="P", help="dev, ci (default) or thorough"
+    )
+    p.add_argument(
+        "--points",
+        default=None,
+        metavar="FILE",
+        help="JSON points table (see tools/grade/points.py)",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda", "all", "auto"],
+        help="devices to test (cpu)",
+    )
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="test paths (default conformance/)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise UsageError(
+            f"--format: unknown {', '.join(unknown)} (choose from {', '.join(FORMATS)})"
+        )
+    if args.spec:
+        ids = [i.id for i in ITEMS]
+        for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
+            if not any(i == sel or i.startswith(sel + ".") for i in ids):
+                raise UsageError(
+                    f"--spec: {sel!r} matches no spec id (see conformance/spec_items.py)"
+                )
+    for name in ("timeout_per_test", "timeout", "startup_timeout"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be > 0")
+    if args.memory_limit < 0 or (args.jobs is not None and args.jobs < 1):
+        raise UsageError("--memory-limit must be >= 0 and --jobs >= 1")
+    if args.adapter and args.batch:
+        raise UsageError("give --adapter or --batch, not both")
+    if args.batch and not Path(args.batch).is_dir():
+        raise UsageError(f"--batch {args.batch}: not a folder")
+    if args.batch and not any(p.is_dir() for p in Path(args.batch).iterdir()):
+        raise UsageError(f"--batch {args.batch}: no submission folders in it")
+    for path in args.suite or []:
+        if not Path(path).exists():
+            raise UsageError(f"--suite {path}: not found")
+    try:
+        points = load_points(args.points)
+    except PointsFileError as exc:
+        raise UsageError(str(exc)) from exc
+    return formats, points
+
+
+class _ProgressDisplay:
+    """tqdm on a terminal; otherwise a line every 10% on stderr."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.bar = None
+        self.label = label
+        self.last_decile = -1
+
+    def __call__(self, p: Progress) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            if self.bar is None:
+                from tqdm import tqdm
+
+                self.bar = tqdm(
+                    total=p.total, desc=self.label, unit="test", file=sys.stderr, leave=False
+                )
+            if p.total and self.bar.total != p.total:
+                self.bar.total = p.total
+            self.bar.n = p.done
+            self.bar.set_postfix_str(f"{p.failures} not passed", refresh=False)
+            self.bar.refresh()
+        elif p.total:
+            decile = 10 * p.done // p.total
+            if decile != self.last_decile:
+                self.last_decile = decile
+                print(
+                    f"{self.label}: {p.done}/{p.total} tests, {p.failures} not passed",
+                    file=sys.stderr,
+                )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _limits(args: argparse.Namespace, jobs: int, threads: int) -> Limits:
+    return Limits(
+        per_test_s=args.timeout_per_test,
+        total_s=args.timeout,
+        memory_gb=args.memory_limit or None,
+        jobs=jobs,
+        threads=threads,
+        startup_s=args.startup_timeout,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on bad arguments
+    try:
+        formats, points = _check_args(args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    suite = tuple(args.suite) if args.suite else DEFAULT_SUITE
+    cores = os.cpu_count() or 1
+    try:
+        options = dict(
+            points=points,
+            spec=args.spec,
+            profile=args.hypothesis_profile,
+            device=args.device,
+            suite=suite,
+            fail_under=args.fail_under,
+        )
+        if args.batch:
+            return grade_batch(
+                Path(args.batch),
+                out=Path(args.out),
+                jobs=args.jobs or cores,
+                limits=_limits(args, jobs=1, threads=1),
+                quiet=args.quiet,
+                formats=tuple(f for f in formats if f != "table"),
+                **options,
+            )
+        adapter = args.adapter or "reference.adapter"
+        jobs = args.jobs or min(cores, 4)
+        display = _ProgressDisplay("grading", enabled=not args.quiet)
+        try:
+            report = grade(
+                adapter,
+                out=Path(args.out),
+                limits=_limits(args, jobs, threads=max(1, cores // jobs)),
+                formats=tuple(formats),
+                progress=display,
+                **options,
+            )
+        finally:
+            display.close()
+        if "table" in formats and not args.quiet:
+            print(render_table(report, color=sys.stdout.isatty()))
+            print(f"  results: {Path(args.out) / 'results.json'}")
+        return 0 if report.passed else 1
+    except KeyboardInterrupt:
+        print("grader interrupted", file=sys.stderr)
+        return 2
+    except Exception:
+        traceback.print_exc()
+        print("the grader itself failed (exit status 2)", file=sys.stderr)
+        return 2

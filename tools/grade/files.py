@@ -1,0 +1,95 @@
+"""Guards on the suite's own files: the golden snapshots (``snapshots/MANIFEST``)
+and the test code the child processes import. The grader digests them before
+and after a run; a change means the submission wrote into the suite and the
+run is marked compromised."""
+
+import hashlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SNAPSHOTS = REPO / "snapshots"
+# Everything a grading child reads from the suite: snapshots, the tests and
+# their helpers, and the grader's own child-side plugin.
+WATCHED = (SNAPSHOTS, REPO / "conformance", REPO / "tools" / "grade", REPO / "conftest.py")
+_MAX_FILES = 20_000
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_digest(roots: tuple[Path, ...] = WATCHED) -> dict[str, str]:
+    """``{path relative to the repo: sha256}`` of every file under ``roots``
+    (bytecode caches left out: the children run with PYTHONDONTWRITEBYTECODE,
+    and other tools write them legitimately)."""
+    out: dict[str, str] = {}
+    for root in roots:
+        if root.is_file():
+            paths = [root]
+        elif root.is_dir():
+            paths = sorted(
+                p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            )
+        else:
+            paths = []
+        for p in paths[:_MAX_FILES]:
+            try:
+                out[_rel(p)] = sha256_file(p)
+            except OSError as exc:
+                out[_rel(p)] = f"unreadable: {exc}"
+    return out
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(REPO))
+    except ValueError:
+        return str(p)
+
+
+def diff_digests(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Human-readable changes between two digests (modified, added, removed)."""
+    changes = []
+    for path in sorted(before.keys() | after.keys()):
+        if path not in after:
+            changes.append(f"{path} removed")
+        elif path not in before:
+            changes.append(f"{path} added")
+        elif before[path] != after[path]:
+            changes.append(f"{path} modified")
+    return changes
+
+
+def verify_manifest(snapshot_dir: Path = SNAPSHOTS) -> list[str] | None:
+    """Check ``snapshots/MANIFEST`` (lines ``sha256  relative/path  ...``).
+
+    Returns None when there is no MANIFEST (nothing to verify), else the list
+    of problems (empty when every listed file matches). Paths are relative to
+    the snapshots folder; a path that is not found there is tried relative to
+    the repository root.
+    """
+    manifest = snapshot_dir / "MANIFEST"
+    if not manifest.is_file():
+        return None
+    problems = []
+    for n, line in enumerate(manifest.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) < 2 or len(parts[0]) != 64:
+            problems.append(f"MANIFEST line {n} not understood: {line[:80]!r}")
+            continue
+        digest, rel = parts[0].lower(), parts[1]
+        path = snapshot_dir / rel
+        if not path.is_file() and (snapshot_dir.parent / rel).is_file():
+            path = snapshot_dir.parent / rel
+        if not path.is_file():
+            problems.append(f"{rel} listed in MANIFEST is missing")
+        elif sha256_file(path) != digest:
+            problems.append(f"{rel} does not match its MANIFEST sha256")
+    return problems
