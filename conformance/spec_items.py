@@ -10,15 +10,18 @@ class SpecItem(NamedTuple):
     title: str
     functions: tuple[str, ...]  # adapter functions the item's tests need
     extended: bool = False  # True: optional extended-profile item
+    should: bool = False  # True: a SHOULD rule, reported by the grader but not scored
 
 
 ITEMS: tuple[SpecItem, ...] = (
     SpecItem("0.from_scratch", "from-scratch rule (audited, SHOULD)", ()),
     SpecItem("1.1.pretokenize", "GPT-2 pre-tokenization, no merges across pre-tokens", ("get_tokenizer", "run_train_bpe")),
     SpecItem("1.2.train_bpe", "BPE training: counts, tie-break, ids, official merges", ("run_train_bpe",)),
+    SpecItem("1.2.train_bpe.speed", "BPE training is efficient (official 1.5 s bound, SHOULD)", ("run_train_bpe",), should=True),
     SpecItem("1.3.encode", "encode equals rank-based BPE (tiktoken)", ("get_tokenizer",)),
     SpecItem("1.3.decode", "decode with errors=replace, unknown ids raise, round trip", ("get_tokenizer",)),
     SpecItem("1.3.encode_iterable", "encode_iterable equals encode for any chunking, lazily", ("get_tokenizer",)),
+    SpecItem("1.3.encode_iterable.memory", "encode_iterable memory bounded (SHOULD)", ("get_tokenizer",), should=True),
     SpecItem("1.3.special_tokens", "special tokens: one id, longest match, added to vocab", ("get_tokenizer",)),
     SpecItem("2.linear", "Linear y = x W^T", ("run_linear",)),
     SpecItem("2.embedding", "Embedding row lookup", ("run_embedding",)),

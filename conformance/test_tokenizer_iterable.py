@@ -190,7 +190,7 @@ def _vm_kib(field: str) -> int:
     return int(match.group(1))
 
 
-@pytest.mark.spec("1.3.encode_iterable")
+@pytest.mark.spec("1.3.encode_iterable.memory")
 def test_encode_iterable_memory_is_bounded(get_tokenizer):
     """SHOULD: memory bounded independently of the stream length. Measured as
     the growth of the peak resident set (Linux VmHWM, reset first) while a

@@ -215,7 +215,7 @@ def test_train_bpe_official_corpus_en(run_train_bpe, fixtures_dir, corpus_en, re
 
 
 @pytest.mark.slow
-@pytest.mark.spec("1.2.train_bpe")
+@pytest.mark.spec("1.2.train_bpe.speed")
 def test_train_bpe_official_speed(run_train_bpe, corpus_en, record_property):
     """SHOULD be efficient: corpus.en at vocab 500 trains in under 1.5 s (the
     official bound), best of up to 3 runs (the suite shares its cores)."""

@@ -43,6 +43,7 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
     groups = (
         ("core", None),
         ("extended", "extended (optional, scored separately)"),
+        ("should", "SHOULD rules (reported, not in the score)"),
         ("audit", "from-scratch audit (SPEC §0, SHOULD; not in the score)"),
     )
     for group, title in groups:
@@ -85,7 +86,7 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
 
 
 def _row(item: ItemResult, color: bool, width: int) -> str:
-    pts = "-" if item.group == "audit" else f"{_pts(item.points)}/{_pts(item.max_points)}"
+    pts = "-" if item.group in ("audit", "should") else f"{_pts(item.points)}/{_pts(item.max_points)}"
     status = _paint(f"{item.status:<16}", item.status, color)
     room = max(20, width - 55)
     why = item.explanation.replace("\n", " ")

@@ -48,7 +48,7 @@ BIG_OUTPUT_BYTES = 1_000_000
 class ItemResult:
     id: str
     title: str
-    group: str  # "core" | "extended" | "audit"
+    group: str  # "core" | "extended" | "should" | "audit"
     status: str
     points: float
     max_points: float
@@ -172,6 +172,8 @@ def item_status(tests: list[TestOutcome], *, extended: bool, audit: bool) -> tup
 def _group(item_id: str) -> str:
     if item_id == AUDIT_ITEM:
         return "audit"
+    if BY_ID[item_id].should:
+        return "should"
     return "extended" if BY_ID[item_id].extended else "core"
 
 
