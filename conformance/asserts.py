@@ -100,12 +100,11 @@ def assert_close(
     problem = describe_mismatch(actual, expected, tol)
     if problem is None:
         return
-    lines = [f"{rule}: {problem}"]
+    causes = _matching_hints(_to64(actual), hints, tol) if "shape" not in problem[:5] else []
+    # The likely cause goes on the first line: reports show only that line.
+    lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in causes)]
     if context:
         lines.append(f"  input: {context}")
-    causes = _matching_hints(_to64(actual), hints, tol) if "shape" not in problem[:5] else []
-    for cause in causes:
-        lines.append(f"  likely cause: {cause}")
     raise AssertionError("\n".join(lines))
 
 
