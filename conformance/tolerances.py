@@ -20,3 +20,87 @@ class Tolerance(NamedTuple):
 
 # Exact: integer outputs, lookups, things with no rounding at all.
 EXACT = Tolerance(0.0, 0.0, "no arithmetic: must be bit-exact")
+
+
+# --- SPEC §3 training and §4 generation (test_loss_optim.py,
+# test_data_checkpoint.py, test_generation.py). "measured": worst error of
+# correct float32 variants (explicit max-subtraction, torch.logsumexp,
+# F.cross_entropy; torch.softmax; float32 norm accumulators...) against the
+# float64 oracle over 300 examples of the test's own strategy.
+# Cross-entropy: logsumexp(o) − o[t] in float32 loses ulps of the largest
+# logit, so atol is relative to max(1, max|logit|) (the tests multiply).
+# Measured 3.6e-7 (×1000 logits: 1.6e-8); relative 1.6e-7.
+CROSS_ENTROPY_F32 = Tolerance(2e-6, 1e-6, "atol × max(1, max|logit|)")
+# exp(CE): relative error = CE's absolute error (the test adds the CE atol).
+# Measured 1.2e-6 relative.
+PERPLEXITY_F32 = Tolerance(0.0, 1e-5, "relative, plus the cross-entropy atol")
+# AdamW trajectories in float64, atol × the run's largest lr. Measured: a
+# float64 implementation 8.5e-15·lr, torch.optim.AdamW vs our oracle
+# 1.6e-14·lr, an implementation keeping m, v in float32 (torch.zeros(p.shape))
+# 6.1e-7·lr. Known bugs move parameters by ≥ 1e-3·lr per step.
+ADAMW_TRAJECTORY = Tolerance(2e-5, 0.0, "atol × the run's largest lr")
+ADAMW_OFFICIAL = Tolerance(1e-4, 0.0, "the official CS336 test's atol")
+# Schedule values compared as α/α_max: float64 formula exact to 1e-16, a
+# float32 torch formula 6e-8.
+SCHEDULE = Tolerance(1e-6, 0.0, "on α/α_max")
+# Clipping: float64 gradients measured 4e-16 relative (6.8e-8 with a float32
+# norm accumulator); the SPEC's +1e-6 changes them by 1e-6/norm relative.
+CLIP_F64 = Tolerance(1e-12, 1e-6, "float64 gradients")
+# float32 gradients: measured 9.8e-8 relative.
+CLIP_F32 = Tolerance(0.0, 1e-6, "float32 gradients")
+# softmax(v/τ) in float32: v/τ rounds to ulps of max|v|/τ; atol × max(1,
+# max|v|/τ). Measured 4.0e-8.
+TEMPERATURE_F32 = Tolerance(4e-7, 0.0, "atol × max(1, max|logit|/τ)")
+# Renormalised float32 probabilities: measured 9.2e-8 absolute.
+TOP_P_F32 = Tolerance(1e-7, 1e-6, "renormalised float32 probabilities")
+# Final-position logits of a float32 LM (vocab 24, d_model 16, 2 layers) vs
+# the float64 oracle: measured 6e-6. Greedy tests use weights whose top-1/
+# top-2 gap is ≥ 50× this bound at every step, so argmax is unambiguous.
+GREEDY_LOGIT_F32 = Tolerance(1e-4, 0.0, "float32 LM logits vs float64")
+
+
+# --- SPEC §2 Transformer LM (conformance/test_nn_ops.py, test_rope.py,
+# test_attention.py, test_model.py). Derived by tools/measure_tolerances.py
+# (torch 2.13 CPU; three runs: 200, 200 and 400 derandomised examples per
+# check from conformance/strategies/nn.py): error = |a − e| / (1 + |e|) of
+# correct implementations (reference adapter, torch built-ins,
+# tests/variants/einsum_matmul.py, tests/variants/fused_qkv.py) against the
+# float64 oracle, property checks included (sums, shifts, prefixes). Bound:
+# 4-9× the largest measurement, rounded up to 1, 2 or 5 × 10^k; atol = rtol.
+# The bugs the suite names move outputs by ≥ 1e-3 (most by O(1)).
+# measured max 3.3e-7 (all implementations alike)
+LINEAR_F32 = Tolerance(2e-6, 2e-6, "float32 x Wᵀ vs float64; measured max 3.3e-7")
+# measured max 2.0e-7
+RMSNORM_F32 = Tolerance(1e-6, 1e-6, "float32 RMSNorm vs float64; measured max 2.0e-7")
+# bfloat16 in, computed in float32, returned in bfloat16: a correct result is
+# the exact one rounded to bfloat16, or one ulp off when the float32 value
+# sits at a rounding boundary (measured: 0 or 1 ulp). rtol 2^-7 admits
+# exactly one ulp anywhere in a binade; bfloat16 intermediates (no upcast)
+# round 4-5 times and exceed it on some elements.
+RMSNORM_BF16 = Tolerance(0.0, 2**-7, "one bfloat16 ulp of the exact result; measured max 1 ulp")
+# measured max 1.2e-7
+SILU_F32 = Tolerance(5e-7, 5e-7, "float32 SiLU vs float64; measured max 1.2e-7")
+# measured max 4.3e-3 (einsum: x / (1 + e^{-x}) in bfloat16)
+SILU_BF16 = Tolerance(2e-2, 2e-2, "bfloat16 SiLU vs float64; measured max 4.3e-3")
+# SwiGLU and the SiLU-FFN ablation: measured max 5.4e-7
+SWIGLU_F32 = Tolerance(5e-6, 5e-6, "float32 FFN vs float64; measured max 5.4e-7")
+# oracle, x ± 1000, x·1e4, sums to 1, shift invariance: measured max 1.3e-7
+SOFTMAX_F32 = Tolerance(1e-6, 1e-6, "float32 softmax vs float64; measured max 1.3e-7")
+# measured max 2.9e-3
+SOFTMAX_BF16 = Tolerance(2e-2, 2e-2, "bfloat16 softmax vs float64; measured max 2.9e-3")
+# positions up to 255: float32 cos/sin tables carry the angle's float32 error
+# (≈ position × 6e-8 rad): measured max 2.1e-5 (einsum: float32 tables),
+# 1.2e-7 with float64-built tables (reference, fused)
+ROPE_F32 = Tolerance(1e-4, 1e-4, "float32 RoPE vs float64; measured max 2.1e-5")
+# ⟨RoPE(q,m), RoPE(k,n)⟩ vs the same at m+s, n+s, unit q and k: measured max 1.0e-6
+ROPE_DOT_F32 = Tolerance(5e-6, 5e-6, "RoPE inner products under a shift; measured max 1.0e-6")
+# with/without mask, constant values: measured max 1.2e-6
+SDPA_F32 = Tolerance(5e-6, 5e-6, "float32 attention vs float64; measured max 1.2e-6")
+# bfloat16 scores and weights: measured max 1.9e-2
+SDPA_BF16 = Tolerance(1e-1, 1e-1, "bfloat16 attention vs float64; measured max 1.9e-2")
+# with/without RoPE, position shift: measured max 7.5e-7
+MHA_F32 = Tolerance(5e-6, 5e-6, "float32 MHA vs float64 per-head loop; measured max 7.5e-7")
+# pre-norm and every ablation: measured max 1.6e-6
+BLOCK_F32 = Tolerance(1e-5, 1e-5, "float32 block vs float64; measured max 1.6e-6")
+# logits, every ablation, prefix consistency: measured max 5.8e-6
+LM_F32 = Tolerance(5e-5, 5e-5, "float32 LM logits vs float64; measured max 5.8e-6")

@@ -1,0 +1,315 @@
+"""SPEC §2 single ops: Linear, Embedding, RMSNorm, SiLU, SwiGLU, softmax.
+
+Oracles are torch built-ins run in float64 on CPU (conformance/oracles/nn.py);
+the implementation runs in float32 (bfloat16 where the spec allows) on each
+``device``. Tolerances are derived (conformance/tolerances.py).
+"""
+
+import pytest
+import torch
+from hypothesis import example, given, note
+
+from conformance import tolerances as tol
+from conformance.asserts import assert_close, assert_dtype, assert_shape
+from conformance.oracles import nn as oracle
+from conformance.strategies import nn as sn
+
+TOL_SILU = {torch.float32: tol.SILU_F32, torch.bfloat16: tol.SILU_BF16}
+TOL_SOFTMAX = {torch.float32: tol.SOFTMAX_F32, torch.bfloat16: tol.SOFTMAX_BF16}
+
+# Pinned traps. A square weight: a transposed weight runs, and the hint can
+# name it instead of failing on a shape error.
+_g = sn.generator(0)
+SQUARE_LINEAR = sn.LinearCase(sn.randn(_g, 2, 3), sn.weight(_g, 3, 3))
+# |x| ~ 1e-3: mean(x²) is comparable to eps, so eps placement shows.
+RMSNORM_SMALL_INPUT = sn.RMSNormCase(1e-3 * sn.randn(_g, 2, 6), 1.0 + sn.randn(_g, 6, std=0.5), 1e-5)
+# vocab 5: off-by-one lookups in either direction are told apart.
+EMBEDDING_FIVE = sn.EmbeddingCase(sn.randn(_g, 5, 3), torch.tensor([[0, 4, 2, 1]]))
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "x" + str(tuple(t.shape))
+
+
+# --- Linear ---------------------------------------------------------------------
+@pytest.mark.spec("2.linear")
+@given(case=sn.linear_cases())
+@example(case=SQUARE_LINEAR)
+def test_linear_matches_float64(run_linear, device, case):
+    """Linear is y = x Wᵀ with W of shape (d_out, d_in), any leading dims."""
+    x, w = case
+    d_out, d_in = w.shape
+    out = run_linear(d_in, d_out, w.to(device), x.to(device))
+    assert_shape(out, (*x.shape[:-1], d_out), rule="Linear output is (..., d_out)")
+    assert_close(
+        out,
+        oracle.linear(x, w),
+        tol.LINEAR_F32,
+        rule="Linear y = x Wᵀ (float32 vs float64)",
+        hints=[
+            (
+                "matches W x instead of x Wᵀ (transposed weight)",
+                lambda: oracle.f64(x) @ oracle.f64(w),
+            )
+        ],
+        context=f"{_shape(x)}, W{tuple(w.shape)}",
+    )
+
+
+@pytest.mark.spec("2.linear")
+@given(case=sn.linear_cases(integer=True))
+def test_linear_exact_on_integer_values(run_linear, device, case):
+    """On small integer values x Wᵀ is exact in float32 whatever the summation
+    order, so the output must equal the float64 product bit for bit."""
+    x, w = case
+    d_out, d_in = w.shape
+    out = run_linear(d_in, d_out, w.to(device), x.to(device))
+    assert_close(
+        out,
+        oracle.linear(x, w),
+        tol.EXACT,
+        rule="Linear y = x Wᵀ, exact on integer values",
+        hints=[
+            (
+                "matches W x instead of x Wᵀ (transposed weight)",
+                lambda: oracle.f64(x) @ oracle.f64(w),
+            )
+        ],
+        context=f"{_shape(x)}, W{tuple(w.shape)}",
+    )
+
+
+# --- Embedding ----------------------------------------------------------------
+@pytest.mark.spec("2.embedding")
+@given(case=sn.embedding_cases())
+@example(case=EMBEDDING_FIVE)
+def test_embedding_is_row_lookup(run_embedding, device, case):
+    """Embedding returns row W[id] for every id, bit for bit, any leading dims."""
+    w, ids = case
+    vocab, d_model = w.shape
+    out = run_embedding(vocab, d_model, w.to(device), ids.to(device))
+    assert_shape(out, (*ids.shape, d_model), rule="Embedding output is (..., d_model)")
+    assert_close(
+        out,
+        oracle.embedding(w, ids),
+        tol.EXACT,
+        rule="Embedding is a row lookup W[id]",
+        hints=[
+            ("looks up row id+1 (off by one)", lambda: oracle.embedding(w, (ids + 1) % vocab)),
+            ("looks up row id-1 (off by one)", lambda: oracle.embedding(w, (ids - 1) % vocab)),
+        ],
+        context=f"ids {tuple(ids.shape)}, W{tuple(w.shape)}",
+    )
+
+
+# --- RMSNorm ------------------------------------------------------------------
+def _rmsnorm_hints(x, g, eps):
+    return [
+        (
+            "eps added outside the square root",
+            lambda: oracle.rmsnorm(x, g, eps, bug="eps_outside_sqrt"),
+        ),
+        (
+            "divides by mean |x| instead of the RMS",
+            lambda: oracle.rmsnorm(x, g, eps, bug="mean_abs"),
+        ),
+        ("gain g not applied", lambda: oracle.rmsnorm(x, g, eps, bug="no_gain")),
+        (
+            "rms computed over the wrong axis (first)",
+            lambda: oracle.rmsnorm(x, g, eps, bug="axis0"),
+        ),
+        ("rms computed over all axes", lambda: oracle.rmsnorm(x, g, eps, bug="all_axes")),
+    ]
+
+
+@pytest.mark.spec("2.rmsnorm")
+@given(case=sn.rmsnorm_cases())
+@example(case=RMSNORM_SMALL_INPUT)
+def test_rmsnorm_matches_float64(run_rmsnorm, device, case):
+    """y = x / sqrt(mean(x²) + eps) · g over the last dim, eps inside the root."""
+    x, g, eps = case
+    out = run_rmsnorm(g.shape[0], eps, g.to(device), x.to(device))
+    assert_dtype(out, torch.float32, rule="RMSNorm returns the input dtype")
+    assert_close(
+        out,
+        oracle.rmsnorm(x, g, eps),
+        tol.RMSNORM_F32,
+        rule="RMSNorm y = x / sqrt(mean(x²) + eps) · g",
+        hints=_rmsnorm_hints(x, g, eps),
+        context=f"{_shape(x)}, eps={eps}, |x| scale {x.abs().max().item():.3g}",
+    )
+
+
+@pytest.mark.spec("2.rmsnorm")
+@given(case=sn.rmsnorm_cases())
+def test_rmsnorm_bfloat16_computed_in_float32(run_rmsnorm, device, case):
+    """bfloat16 input: RMSNorm upcasts, computes in float32 and returns
+    bfloat16, so the output is within one bfloat16 ulp of the exact result
+    rounded to bfloat16 (gain in float32, the default parameter dtype)."""
+    x, g, eps = case
+    xb = x.to(torch.bfloat16)
+    out = run_rmsnorm(g.shape[0], eps, g.to(device), xb.to(device))
+    assert_dtype(out, torch.bfloat16, rule="RMSNorm returns the input dtype (bfloat16 in, bfloat16 out)")
+    expected = oracle.rmsnorm(xb, g, eps).to(torch.bfloat16)
+
+    def bf16_all_the_way():
+        xd, gd = xb, g.to(torch.bfloat16)
+        return xd * torch.rsqrt(xd.square().mean(-1, keepdim=True) + eps) * gd
+
+    assert_close(
+        out,
+        expected,
+        tol.RMSNORM_BF16,
+        rule="RMSNorm on bfloat16 is computed in float32 (≤ 1 bfloat16 ulp from the exact result)",
+        hints=[("computed in bfloat16 without the float32 upcast", bf16_all_the_way)],
+        context=f"{_shape(x)}, eps={eps}",
+    )
+
+
+# --- SiLU -----------------------------------------------------------------------
+@pytest.mark.spec("2.silu")
+@given(x=sn.activations())
+def test_silu_matches_float64(run_silu, device, float_dtype, x):
+    """SiLU(x) = x · sigmoid(x), elementwise, any shape."""
+    x = x.to(float_dtype)
+    out = run_silu(x.to(device))
+    assert_shape(out, x.shape, rule="SiLU keeps the shape")
+    assert_close(
+        out,
+        oracle.silu(x),
+        TOL_SILU[float_dtype],
+        rule=f"SiLU x·sigmoid(x) ({float_dtype} vs float64)",
+        hints=[("matches sigmoid(x) (missing the factor x)", lambda: torch.sigmoid(oracle.f64(x)))],
+        context=_shape(x),
+    )
+
+
+# --- SwiGLU ---------------------------------------------------------------------
+@pytest.mark.spec("2.swiglu")
+@given(case=sn.swiglu_cases())
+def test_swiglu_matches_float64(run_swiglu, device, case):
+    """SwiGLU FFN = W2 (SiLU(W1 x) ⊙ W3 x), W1, W3: (d_ff, d_model), W2: (d_model, d_ff)."""
+    x, w1, w2, w3 = case
+    d_ff, d_model = w1.shape
+    out = run_swiglu(d_model, d_ff, w1.to(device), w2.to(device), w3.to(device), x.to(device))
+    assert_shape(out, x.shape, rule="SwiGLU output is (..., d_model)")
+    assert_close(
+        out,
+        oracle.swiglu(x, w1, w2, w3),
+        tol.SWIGLU_F32,
+        rule="SwiGLU W2 (SiLU(W1 x) ⊙ W3 x) (float32 vs float64)",
+        hints=[
+            (
+                "SiLU applied to W3 x instead of W1 x (w1 and w3 swapped)",
+                lambda: oracle.swiglu(x, w3, w2, w1),
+            ),
+            ("no gate: W2 SiLU(W1 x)", lambda: oracle.silu_ffn(x, w1, w2)),
+            (
+                "SiLU applied to the product W1 x ⊙ W3 x",
+                lambda: oracle.linear(oracle.silu(oracle.linear(x, w1) * oracle.linear(x, w3)), w2),
+            ),
+        ],
+        context=f"{_shape(x)}, d_ff={d_ff}",
+    )
+
+
+# --- softmax ----------------------------------------------------------------------
+def _softmax_hints(x, dim):
+    return [
+        (
+            "matches softmax without max subtraction (exp overflows)",
+            lambda: oracle.softmax(x, dim, naive=True),
+        ),
+        ("normalised over the wrong dim (last)", lambda: oracle.softmax(x, -1)),
+        ("normalised over the wrong dim (first)", lambda: oracle.softmax(x, 0)),
+    ]
+
+
+@pytest.mark.spec("2.softmax")
+@given(case=sn.softmax_cases())
+def test_softmax_matches_float64(run_softmax, device, float_dtype, case):
+    """softmax(x, dim) = exp(x − max) / Σ exp(x − max) along any dim, any rank."""
+    x, dim = case
+    x = x.to(float_dtype)
+    out = run_softmax(x.to(device), dim)
+    assert_shape(out, x.shape, rule="softmax keeps the shape")
+    assert_close(
+        out,
+        oracle.softmax(x, dim),
+        TOL_SOFTMAX[float_dtype],
+        rule=f"softmax along dim={dim} ({float_dtype} vs float64)",
+        hints=_softmax_hints(x, dim),
+        context=f"{_shape(x)}, dim={dim}",
+    )
+
+
+HUGE = {"x+1000": lambda x: x + 1000, "x-1000": lambda x: x - 1000, "x*1e4": lambda x: x * 1e4}
+
+
+@pytest.mark.spec("2.softmax")
+@pytest.mark.parametrize("transform", list(HUGE), ids=[f"softmax({k}) is finite" for k in HUGE])
+@given(case=sn.softmax_cases())
+@example(case=sn.SoftmaxCase(torch.tensor([0.0, 1.0, 2.0]), 0))
+def test_softmax_finite_for_huge_inputs(run_softmax, device, float_dtype, transform, case):
+    """softmax subtracts the max first: it stays finite and exact for x + 1000,
+    x − 1000 and x · 1e4."""
+    x, dim = case
+    big = HUGE[transform](x).to(float_dtype)
+    out = run_softmax(big.to(device), dim)
+    finite = torch.as_tensor(out).detach().isfinite().all()
+    assert finite, (
+        f"softmax({transform}) must stay finite but has inf/NaN (input {_shape(x)}, dim={dim})\n"
+        "  likely cause: no max subtraction before exp (exp overflows or underflows to 0/0)"
+    )
+    assert_close(
+        out,
+        oracle.softmax(big, dim),
+        TOL_SOFTMAX[float_dtype],
+        rule=f"softmax({transform}) equals the float64 softmax",
+        hints=_softmax_hints(big, dim),
+        context=f"{_shape(x)}, dim={dim}",
+    )
+
+
+@pytest.mark.spec("2.softmax")
+@given(case=sn.softmax_cases(grid=True), seed=sn.seeds)
+def test_softmax_invariant_to_shift_along_dim(run_softmax, device, case, seed):
+    """Adding a constant along dim (one per slice, up to ±1000) changes nothing."""
+    x, dim = case
+    g = torch.Generator().manual_seed(seed)
+    shift_shape = list(x.shape)
+    shift_shape[dim] = 1
+    # integers: x is on a 1/64 grid, so x + shift is exact in float32
+    shift = torch.randint(-1000, 1001, shift_shape, generator=g).float()
+    note(f"shift {shift.flatten()[:8].tolist()}")
+    base = run_softmax(x.to(device), dim)
+    shifted = run_softmax((x + shift).to(device), dim)
+    assert_close(
+        shifted,
+        base,
+        tol.SOFTMAX_F32,
+        rule="softmax(x + c) = softmax(x) for c constant along dim",
+        context=f"{_shape(x)}, dim={dim}",
+    )
+
+
+@pytest.mark.spec("2.softmax")
+@given(case=sn.softmax_cases())
+def test_softmax_sums_to_one_along_dim(run_softmax, device, case):
+    """Every slice along dim is a probability vector: non-negative, sum 1."""
+    x, dim = case
+    out = torch.as_tensor(run_softmax(x.to(device), dim)).detach().cpu().double()
+    assert bool((out >= 0).all()), f"softmax has negative entries (input {_shape(x)}, dim={dim})"
+    assert_close(
+        out.sum(dim),
+        torch.ones_like(out.sum(dim)),
+        tol.SOFTMAX_F32,
+        rule=f"softmax sums to 1 along dim={dim}",
+        hints=[
+            (
+                "normalised over another dim",
+                lambda: oracle.softmax(x, -1 if dim % x.dim() != x.dim() - 1 else 0).sum(dim),
+            )
+        ],
+        context=f"{_shape(x)}, dim={dim}",
+    )

@@ -1,0 +1,19 @@
+"""MUTANT: the block drops the residual around the feed-forward sublayer."""
+
+from reference.adapter import *  # noqa: F403
+from reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
+
+MUTANT = {
+    "spec": "2.block",
+    "bug": "y = FFN(RMSNorm(z)) without the residual + z",
+    "run": ["2.block"],
+}
+
+
+def run_transformer_block(d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features):
+    attn = [weights[f"attn.{p}_proj.weight"] for p in ("q", "k", "v", "output")]
+    ffn = [weights[f"ffn.{w}.weight"] for w in ("w1", "w2", "w3")]
+    x = in_features
+    h = run_rmsnorm(d_model, 1e-5, weights["ln1.weight"], x)
+    z = x + run_multihead_self_attention_with_rope(d_model, num_heads, max_seq_len, theta, *attn, h)
+    return run_swiglu(d_model, d_ff, *ffn, run_rmsnorm(d_model, 1e-5, weights["ln2.weight"], z))

@@ -1,0 +1,13 @@
+"""MUTANT: Linear multiplies by W instead of Wᵀ (treats the weight as (d_in, d_out))."""
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {
+    "spec": "2.linear",
+    "bug": "y = x W instead of x Wᵀ (transposed weight)",
+    "run": ["2.linear"],
+}
+
+
+def run_linear(d_in, d_out, weights, in_features):
+    return in_features @ weights

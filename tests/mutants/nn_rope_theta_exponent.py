@@ -1,0 +1,20 @@
+"""MUTANT: RoPE frequencies theta^(-k/d_k) instead of theta^(-2k/d_k)."""
+
+import torch
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {
+    "spec": "2.rope",
+    "bug": "angle i / theta^(k/d_k) instead of i / theta^(2k/d_k)",
+    "run": ["2.rope"],
+}
+
+
+def run_rope(d_k, theta, max_seq_len, in_query_or_key, token_positions):
+    x = in_query_or_key
+    k = torch.arange(d_k // 2, device=x.device, dtype=torch.float32)
+    angle = token_positions[..., None].float() * theta ** (-k / d_k)
+    cos, sin = angle.cos(), angle.sin()
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)

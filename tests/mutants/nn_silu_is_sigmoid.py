@@ -1,0 +1,11 @@
+"""MUTANT: SiLU returns sigmoid(x), forgetting the factor x."""
+
+import torch
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {"spec": "2.silu", "bug": "SiLU = sigmoid(x) (missing the factor x)", "run": ["2.silu"]}
+
+
+def run_silu(in_features):
+    return torch.sigmoid(in_features)

@@ -1,0 +1,14 @@
+"""MUTANT: softmax always normalises over the last dim, ignoring ``dim``."""
+
+from reference.adapter import *  # noqa: F403
+
+MUTANT = {
+    "spec": "2.softmax",
+    "bug": "normalises over the last dim whatever dim is",
+    "run": ["2.softmax"],
+}
+
+
+def run_softmax(in_features, dim):
+    e = (in_features - in_features.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
