@@ -218,9 +218,7 @@ def _build_entries() -> list[_Entry]:
         for key in dir(cls):
             if key in ("__dict__", "__weakref__", "__doc__", "__annotations__"):
                 continue
-            entries.append(
-                _Entry(f"{modname}.{clsname}.{key}", cls, proxy, key, proxy.get(key, _MISSING))
-            )
+            entries.append(_Entry(f"{modname}.{clsname}.{key}", cls, proxy, key, proxy.get(key, _MISSING)))
     return entries
 
 
@@ -256,10 +254,7 @@ def _fast_view(entries: list[_Entry]) -> list[tuple[Any, list[str], list[Any]]]:
 def _unchanged(fast: list[tuple[Any, list[str], list[Any]]]) -> bool:
     # list == list compares identical items by identity first (no __eq__ call)
     try:
-        return all(
-            list(map(get, names, itertools.repeat(_MISSING))) == originals
-            for get, names, originals in fast
-        )
+        return all(list(map(get, names, itertools.repeat(_MISSING))) == originals for get, names, originals in fast)
     except Exception:  # an __eq__ that raises means something changed
         return False
 
@@ -298,18 +293,11 @@ class IntegrityGuard:
 
     def after_import(self) -> None:
         found = self.findings() + _mode_findings()
-        new_plugins = [
-            p for p in self.config.pluginmanager.get_plugins() if id(p) not in self.plugins
-        ]
-        found += [
-            f"pytest plugin {self.config.pluginmanager.get_name(p)!r} registered"
-            for p in new_plugins
-        ]
+        new_plugins = [p for p in self.config.pluginmanager.get_plugins() if id(p) not in self.plugins]
+        found += [f"pytest plugin {self.config.pluginmanager.get_name(p)!r} registered" for p in new_plugins]
         for p in new_plugins:
             self.config.pluginmanager.unregister(p)
-        early = sorted(
-            m for m in set(sys.modules) - self.modules if m.startswith("conformance.test_")
-        )
+        early = sorted(m for m in set(sys.modules) - self.modules if m.startswith("conformance.test_"))
         found += [f"{m} imported by the implementation before the suite" for m in early]
         self.import_findings = found
         self.plugins = {id(p) for p in self.config.pluginmanager.get_plugins()}
@@ -325,9 +313,7 @@ class IntegrityGuard:
             ns = vars(module)
             for key, value in list(ns.items()):
                 if not key.startswith("__") and _trackable(value):
-                    self.test_module_entries.append(
-                        _Entry(f"{module.__name__}.{key}", module, ns, key, value)
-                    )
+                    self.test_module_entries.append(_Entry(f"{module.__name__}.{key}", module, ns, key, value))
         self._fast_tests = _fast_view(self.test_module_entries)
 
     @pytest.hookimpl(wrapper=True)

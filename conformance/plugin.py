@@ -38,9 +38,7 @@ from conformance.adapter import (
 from conformance.spec_items import BY_ID, ITEMS, matches
 
 # --- Hypothesis profiles ----------------------------------------------------
-_common = dict(
-    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", max_examples=20, **_common)
 settings.register_profile(
     "ci",
@@ -61,9 +59,7 @@ _ADAPTER_ERROR: str | None = None
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("lmspec", "lmspec conformance suite")
-    g.addoption(
-        "--adapter", default=None, help="adapter module path or import name (env LMSPEC_ADAPTER)"
-    )
+    g.addoption("--adapter", default=None, help="adapter module path or import name (env LMSPEC_ADAPTER)")
     g.addoption("--spec", default=None, help="comma-separated spec ids to run (prefix match)")
     g.addoption(
         "--device",
@@ -73,17 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-examples", type=int, default=None, help="Hypothesis max_examples override")
     g.addoption("--xfails-file", default=None, help="file of test-id substrings to mark xfail")
     g.addoption("--skips-file", default=None, help="file of test-id substrings to skip")
-    g.addoption(
-        "--list-spec", action="store_true", help="list spec items with their tests and exit"
-    )
+    g.addoption("--list-spec", action="store_true", help="list spec items with their tests and exit")
     g.addoption("--lmspec-report", default=None, help="write a per-test JSON report to this path")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global _ADAPTER, _ADAPTER_ERROR
-    config.addinivalue_line(
-        "markers", "spec(id): the SPEC.md item a test checks (conformance/spec_items.py)"
-    )
+    config.addinivalue_line("markers", "spec(id): the SPEC.md item a test checks (conformance/spec_items.py)")
     config.addinivalue_line("markers", "slow: a test that takes seconds even in the ci profile")
     if config.getoption("max_examples"):
         settings.register_profile(
@@ -103,9 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         _ADAPTER = load_adapter(spec)
     except Exception as exc:  # the submission's import error, reported per test
-        _ADAPTER_ERROR = (
-            f"adapter {spec or 'reference.adapter'!r} failed to import: {type(exc).__name__}: {exc}"
-        )
+        _ADAPTER_ERROR = f"adapter {spec or 'reference.adapter'!r} failed to import: {type(exc).__name__}: {exc}"
     integrity.after_adapter_import(config)
     config._lmspec_results = []  # type: ignore[attr-defined]
 
@@ -116,9 +106,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"lmspec adapter: {_ADAPTER.spec} ({_ADAPTER.origin})")
         core = len(CORE_FUNCTIONS) - len(_ADAPTER.missing_core)
         ext = len(EXTENDED_FUNCTIONS) - len(_ADAPTER.missing_extended)
-        lines.append(
-            f"lmspec functions: core {core}/{len(CORE_FUNCTIONS)}, extended {ext}/{len(EXTENDED_FUNCTIONS)}"
-        )
+        lines.append(f"lmspec functions: core {core}/{len(CORE_FUNCTIONS)}, extended {ext}/{len(EXTENDED_FUNCTIONS)}")
         if _ADAPTER.missing_core:
             lines.append(f"lmspec missing core: {', '.join(_ADAPTER.missing_core)}")
     else:
@@ -178,9 +166,7 @@ def available_devices(choice: str) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "device" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "device", available_devices(metafunc.config.getoption("device")), scope="session"
-        )
+        metafunc.parametrize("device", available_devices(metafunc.config.getoption("device")), scope="session")
 
 
 @pytest.fixture(autouse=True)
@@ -219,15 +205,11 @@ def spec_id(item: pytest.Item) -> str | None:
     return marker.args[0] if marker and marker.args else None
 
 
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         sid = spec_id(item)
         if sid is not None and sid not in BY_ID:
-            raise pytest.UsageError(
-                f"{item.nodeid}: unknown spec id {sid!r} (see conformance/spec_items.py)"
-            )
+            raise pytest.UsageError(f"{item.nodeid}: unknown spec id {sid!r} (see conformance/spec_items.py)")
     if config.getoption("spec"):
         selectors = [s.strip() for s in config.getoption("spec").split(",") if s.strip()]
         keep, drop = [], []
@@ -244,9 +226,7 @@ def pytest_collection_modifyitems(
         ),
         (
             "xfails_file",
-            lambda it, e: it.add_marker(
-                pytest.mark.xfail(reason=f"listed in --xfails-file ({e})", strict=False)
-            ),
+            lambda it, e: it.add_marker(pytest.mark.xfail(reason=f"listed in --xfails-file ({e})", strict=False)),
         ),
     ):
         path = config.getoption(option)
@@ -255,9 +235,7 @@ def pytest_collection_modifyitems(
         for entry in _read_id_file(path):
             hits = [it for it in items if entry in it.nodeid]
             if not hits:
-                warnings.warn(
-                    f"{option.replace('_', '-')} entry {entry!r} matches no test", stacklevel=1
-                )
+                warnings.warn(f"{option.replace('_', '-')} entry {entry!r} matches no test", stacklevel=1)
             for it in hits:
                 apply(it, entry)
 

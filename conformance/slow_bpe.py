@@ -83,9 +83,7 @@ def count_pretokens(
     them and joins their neighbours (merges cross special tokens).
     """
     if drop_specials:
-        segments = [
-            "".join(p for p, special in split_on_specials(text, special_tokens) if not special)
-        ]
+        segments = ["".join(p for p, special in split_on_specials(text, special_tokens) if not special)]
     elif split_specials:
         segments = [p for p, special in split_on_specials(text, special_tokens) if not special]
     else:
@@ -232,21 +230,11 @@ HINT_BUDGET = 3_000_000
 
 #: Known bugs the suite can recognise, as ``train_bpe`` keyword sets.
 KNOWN_BUGS: dict[str, dict] = {
-    "ties broken toward the lexicographically smaller pair (SPEC: prefer the greater pair)": {
-        "tie": "smaller"
-    },
-    "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {
-        "use_pattern": False
-    },
-    "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {
-        "split_specials": False
-    },
-    "special tokens deleted and their neighbours joined, so merges cross special tokens": {
-        "drop_specials": True
-    },
-    "a merge replaces occurrences right to left (SPEC: non-overlapping, left to right)": {
-        "right_to_left": True
-    },
+    "ties broken toward the lexicographically smaller pair (SPEC: prefer the greater pair)": {"tie": "smaller"},
+    "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {"use_pattern": False},
+    "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {"split_specials": False},
+    "special tokens deleted and their neighbours joined, so merges cross special tokens": {"drop_specials": True},
+    "a merge replaces occurrences right to left (SPEC: non-overlapping, left to right)": {"right_to_left": True},
 }
 
 
@@ -265,9 +253,7 @@ def describe_merge_mismatch(
     got = list(got)
     if got == expected:
         return None
-    i = next(
-        (k for k, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected))
-    )
+    i = next((k for k, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
     pretokens = count_pretokens(text, special_tokens)
     counts = count_pairs(apply_merges(words_of(pretokens), expected[:i]))
     g = got[i] if i < len(got) else "<none: training stops here>"
@@ -277,38 +263,23 @@ def describe_merge_mismatch(
         f"got {_show(g)} (count {counts.get(g, 0) if isinstance(g, tuple) else '-'}), "
         f"expected {_show(e)} (count {counts.get(e, 0) if isinstance(e, tuple) else '-'})",
         "  most frequent pairs at that step: "
-        + ", ".join(
-            f"{_show(p)}: {n}"
-            for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-        ),
+        + ", ".join(f"{_show(p)}: {n}" for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
     ]
     if i > 0:
-        lines.append(
-            "  merges before it agree: ... "
-            + ", ".join(_show(p) for p in expected[max(0, i - 3) : i])
-        )
+        lines.append("  merges before it agree: ... " + ", ".join(_show(p) for p in expected[max(0, i - 3) : i]))
     k = len(special_tokens)
     if got == expected[: len(got)] and len(expected) - len(got) == k:
-        lines.append(
-            "  likely cause: vocab_size taken as bytes + merges (it also counts the special tokens)"
-        )
+        lines.append("  likely cause: vocab_size taken as bytes + merges (it also counts the special tokens)")
     elif expected == got[: len(expected)] and len(got) - len(expected) == k and k:
-        lines.append(
-            "  likely cause: special tokens not counted in vocab_size "
-            "(it counts bytes, specials, merges)"
-        )
+        lines.append("  likely cause: special tokens not counted in vocab_size (it counts bytes, specials, merges)")
     elif got == expected[: len(got)]:
-        lines.append(
-            f"  likely cause: stopped after {len(got)} merges, before len(vocab) == {vocab_size}"
-        )
+        lines.append(f"  likely cause: stopped after {len(got)} merges, before len(vocab) == {vocab_size}")
     if len(text) * (i + 1) > HINT_BUDGET:
         return "\n".join(lines)  # replaying known bugs would take too long here
     for cause, bug in KNOWN_BUGS.items():
         if bug.keys() & {"split_specials", "drop_specials"} and not special_tokens:
             continue
-        variant = train_bpe(
-            text, min(vocab_size, 256 + len(special_tokens) + i + 1), special_tokens, **bug
-        )
+        variant = train_bpe(text, min(vocab_size, 256 + len(special_tokens) + i + 1), special_tokens, **bug)
         if variant.merges[: i + 1] == got[: i + 1] and variant.merges[: i + 1] != expected[: i + 1]:
             lines.append(f"  likely cause: {cause}")
     return "\n".join(lines)

@@ -22,9 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent / "snapshots"
 MANIFEST = ROOT / "MANIFEST"
 
 
-def pack(
-    kwargs: dict[str, Any], expected: torch.Tensor, meta: dict[str, Any]
-) -> dict[str, np.ndarray]:
+def pack(kwargs: dict[str, Any], expected: torch.Tensor, meta: dict[str, Any]) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
     scalars: dict[str, Any] = {}
     for name, value in kwargs.items():
@@ -45,9 +43,7 @@ def unpack(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], np.ndarray
     (spec id, adapter function, tolerance name, seed)."""
     kwargs: dict[str, Any] = json.loads(str(arrays["scalars"]))
     weights = {
-        k.removeprefix("weights."): torch.from_numpy(v.copy())
-        for k, v in arrays.items()
-        if k.startswith("weights.")
+        k.removeprefix("weights."): torch.from_numpy(v.copy()) for k, v in arrays.items() if k.startswith("weights.")
     }
     for key, value in arrays.items():
         if key.startswith("arg."):

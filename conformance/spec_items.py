@@ -15,9 +15,16 @@ class SpecItem(NamedTuple):
 
 ITEMS: tuple[SpecItem, ...] = (
     SpecItem("0.from_scratch", "from-scratch rule (audited, SHOULD)", ()),
-    SpecItem("1.1.pretokenize", "GPT-2 pre-tokenization, no merges across pre-tokens", ("get_tokenizer", "run_train_bpe")),
+    SpecItem(
+        "1.1.pretokenize", "GPT-2 pre-tokenization, no merges across pre-tokens", ("get_tokenizer", "run_train_bpe")
+    ),
     SpecItem("1.2.train_bpe", "BPE training: counts, tie-break, ids, official merges", ("run_train_bpe",)),
-    SpecItem("1.2.train_bpe.speed", "BPE training is efficient (official 1.5 s bound, SHOULD)", ("run_train_bpe",), should=True),
+    SpecItem(
+        "1.2.train_bpe.speed",
+        "BPE training is efficient (official 1.5 s bound, SHOULD)",
+        ("run_train_bpe",),
+        should=True,
+    ),
     SpecItem("1.3.encode", "encode equals rank-based BPE (tiktoken)", ("get_tokenizer",)),
     SpecItem("1.3.decode", "decode with errors=replace, unknown ids raise, round trip", ("get_tokenizer",)),
     SpecItem("1.3.encode_iterable", "encode_iterable equals encode for any chunking, lazily", ("get_tokenizer",)),
@@ -31,10 +38,19 @@ ITEMS: tuple[SpecItem, ...] = (
     SpecItem("2.rope", "RoPE on interleaved pairs, relative invariance", ("run_rope",)),
     SpecItem("2.softmax", "numerically stable softmax", ("run_softmax",)),
     SpecItem("2.sdpa", "scaled dot-product attention with boolean mask", ("run_scaled_dot_product_attention",)),
-    SpecItem("2.mha", "causal multi-head self-attention (with/without RoPE)", ("run_multihead_self_attention", "run_multihead_self_attention_with_rope")),
+    SpecItem(
+        "2.mha",
+        "causal multi-head self-attention (with/without RoPE)",
+        ("run_multihead_self_attention", "run_multihead_self_attention_with_rope"),
+    ),
     SpecItem("2.block", "pre-norm Transformer block", ("run_transformer_block",)),
     SpecItem("2.lm", "Transformer LM logits, causality, prefix consistency", ("run_transformer_lm",)),
-    SpecItem("2.ablations", "ablations: no norm, post-norm, NoPE, SiLU FFN", ("run_transformer_block_ablation", "run_transformer_lm_ablation", "run_silu_ffn"), True),
+    SpecItem(
+        "2.ablations",
+        "ablations: no norm, post-norm, NoPE, SiLU FFN",
+        ("run_transformer_block_ablation", "run_transformer_lm_ablation", "run_silu_ffn"),
+        True,
+    ),
     SpecItem("2.accounting", "parameter count and forward FLOPs", ("run_count_parameters", "run_forward_flops"), True),
     SpecItem("3.cross_entropy", "stable cross-entropy over leading dims", ("run_cross_entropy",)),
     SpecItem("3.perplexity", "perplexity = exp(mean cross-entropy)", ("run_perplexity",), True),
@@ -43,7 +59,12 @@ ITEMS: tuple[SpecItem, ...] = (
     SpecItem("3.gradient_clipping", "global-norm gradient clipping", ("run_gradient_clipping",)),
     SpecItem("3.get_batch", "uniform random batches from a 1-D token array", ("run_get_batch",)),
     SpecItem("3.checkpoint", "checkpoint save/load and exact resume", ("run_save_checkpoint", "run_load_checkpoint")),
-    SpecItem("4.generation", "temperature, top-p, sampling loop", ("run_temperature_softmax", "run_top_p_filter", "run_sample_next_token", "run_generate"), True),
+    SpecItem(
+        "4.generation",
+        "temperature, top-p, sampling loop",
+        ("run_temperature_softmax", "run_top_p_filter", "run_sample_next_token", "run_generate"),
+        True,
+    ),
 )
 
 BY_ID: dict[str, SpecItem] = {item.id: item for item in ITEMS}

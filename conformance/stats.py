@@ -120,11 +120,7 @@ def check_distribution(
             return f"{labels} {i} has probability 0 but was drawn {c} times in {n} draws"
     cdf = [sum(probs[: k + 1]) for k in range(s - 1)]
     events = [(f"{labels} {i}", [i], p) for i, p in enumerate(probs) if 0 < p < 1]
-    events += [
-        (f"{labels}s 0..{k}", list(range(k + 1)), q)
-        for k, q in enumerate(cdf)
-        if 1e-12 < q < 1 - 1e-12
-    ]
+    events += [(f"{labels}s 0..{k}", list(range(k + 1)), q) for k, q in enumerate(cdf) if 1e-12 < q < 1 - 1e-12]
     if not events:
         return None
     delta = budget / (2 * len(events))

@@ -102,9 +102,7 @@ def _forbidden_builtin(fn: Any) -> str | None:
         return name
     if getattr(fn, "__module__", None) == "torch._C._nn":
         return f"torch.nn.functional.{fn.__name__}"
-    if getattr(fn, "__name__", None) in _TENSOR_METHODS and isinstance(
-        getattr(fn, "__self__", None), torch.Tensor
-    ):
+    if getattr(fn, "__name__", None) in _TENSOR_METHODS and isinstance(getattr(fn, "__self__", None), torch.Tensor):
         return f"torch.Tensor.{fn.__name__}"
     return None
 
@@ -247,14 +245,9 @@ def _adamw(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureReques
         cls = fn()
     if isinstance(cls, type):
         for base in cls.__mro__:
-            if (
-                base.__module__.startswith("torch.optim")
-                and base.__module__ != "torch.optim.optimizer"
-            ):
+            if base.__module__.startswith("torch.optim") and base.__module__ != "torch.optim.optimizer":
                 where = f"get_adamw_cls() returns {cls.__module__}.{cls.__qualname__}"
-                rec.findings.append(
-                    {"function": f"torch.optim.{base.__name__}", "kind": "subclass", "where": where}
-                )
+                rec.findings.append({"function": f"torch.optim.{base.__name__}", "kind": "subclass", "where": where})
                 break
     p = torch.nn.Parameter(torch.ones(3))
     with rec:
@@ -320,9 +313,7 @@ CASES: dict[str, Callable] = {
     "run_swiglu": _call(D, DFF, _w(DFF, D), _w(D, DFF), _w(DFF, D), X),
     "run_scaled_dot_product_attention": _call(X, X, X, torch.ones(T, T, dtype=torch.bool).tril()),
     "run_multihead_self_attention": _call(D, H, _w(D, D), _w(D, D), _w(D, D), _w(D, D), X),
-    "run_multihead_self_attention_with_rope": _call(
-        D, H, T, 10000.0, _w(D, D), _w(D, D), _w(D, D), _w(D, D), X, POS
-    ),
+    "run_multihead_self_attention_with_rope": _call(D, H, T, 10000.0, _w(D, D), _w(D, D), _w(D, D), _w(D, D), X, POS),
     "run_rope": _call(D // H, 10000.0, T, _w(1, T, D // H), POS),
     "run_transformer_block": _call(D, H, DFF, T, 10000.0, _block_weights(), X),
     "run_transformer_lm": _call(*LM_ARGS, _lm_weights(), IDS),
@@ -331,9 +322,7 @@ CASES: dict[str, Callable] = {
     "run_get_batch": _call(np.arange(50, dtype=np.int64), 2, T, "cpu"),
     "run_softmax": _call(X, -1),
     "run_cross_entropy": _call(_w(3, V), torch.tensor([1, 2, 3])),
-    "run_gradient_clipping": lambda fn, rec, tmp, req: _call(_params_with_grad(), 0.01)(
-        fn, rec, tmp, req
-    ),
+    "run_gradient_clipping": lambda fn, rec, tmp, req: _call(_params_with_grad(), 0.01)(fn, rec, tmp, req),
     "get_adamw_cls": _adamw,
     "run_get_lr_cosine_schedule": _call(5, 1.0, 0.1, 7, 21),
     "run_save_checkpoint": _checkpoint(save=True),
@@ -346,9 +335,9 @@ CASES: dict[str, Callable] = {
     "run_perplexity": _call(_w(3, V), torch.tensor([1, 2, 3])),
     "run_temperature_softmax": _call(_w(V), 0.7),
     "run_top_p_filter": _call(torch.full((V,), 1.0 / V), 0.5),
-    "run_sample_next_token": lambda fn, rec, tmp, req: _call(
-        _w(V), 0.7, 0.9, torch.Generator().manual_seed(0)
-    )(fn, rec, tmp, req),
+    "run_sample_next_token": lambda fn, rec, tmp, req: _call(_w(V), 0.7, 0.9, torch.Generator().manual_seed(0))(
+        fn, rec, tmp, req
+    ),
     "run_generate": lambda fn, rec, tmp, req: _call(
         *LM_ARGS, _lm_weights(), [1, 2], 3, 0.7, 0.9, 0, torch.Generator().manual_seed(0)
     )(fn, rec, tmp, req),
@@ -367,9 +356,7 @@ def _describe(findings: list[dict[str, str]]) -> str:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_from_scratch_runtime(
-    name: str, request: pytest.FixtureRequest, tmp_path: Path, record_property
-) -> None:
+def test_from_scratch_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Path, record_property) -> None:
     """The adapter function uses no forbidden torch.nn/functional/optim definition (SPEC §0)."""
     fn = request.getfixturevalue(name)  # skips: "not implemented: NAME" / "not provided: NAME"
     rec = Recorder(_submission_root())
@@ -458,15 +445,11 @@ class _Scanner(ast.NodeVisitor):
         self.findings: list[dict[str, str]] = []
 
     def _add(self, name: str, kind: str, node: ast.AST) -> None:
-        self.findings.append(
-            {"function": name, "kind": kind, "where": f"{self.where}:{getattr(node, 'lineno', 0)}"}
-        )
+        self.findings.append({"function": name, "kind": kind, "where": f"{self.where}:{getattr(node, 'lineno', 0)}"})
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
-            self.aliases[a.asname or a.name.split(".")[0]] = (
-                a.name if a.asname else a.name.split(".")[0]
-            )
+            self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
             if forbidden_name(a.name):
                 self._add(a.name, "import", node)
 
@@ -477,8 +460,7 @@ class _Scanner(ast.NodeVisitor):
             full = f"{node.module}.{a.name}"
             self.aliases[a.asname or a.name] = full
             if (
-                a.name == "*"
-                and (forbidden_name(node.module + ".x") or node.module == "torch.nn.functional")
+                a.name == "*" and (forbidden_name(node.module + ".x") or node.module == "torch.nn.functional")
             ) or forbidden_name(full):
                 self._add(full, "import", node)
 
@@ -519,9 +501,7 @@ def _source_files(adapter_origin: Path, root: Path) -> list[Path]:
         p = Path(path).resolve()
         if root not in p.parents or any(m in str(p) for m in _LIB_MARKERS):
             continue
-        if any(p == s or s in p.parents for s in suite) or {"tests", "test"} & set(
-            p.relative_to(root).parts[:-1]
-        ):
+        if any(p == s or s in p.parents for s in suite) or {"tests", "test"} & set(p.relative_to(root).parts[:-1]):
             continue
         files.add(p)
     return sorted(files)[:500]

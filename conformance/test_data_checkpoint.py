@@ -41,9 +41,7 @@ def seeded():
         random.setstate(state_py)
 
 
-def _starts(
-    inputs: torch.Tensor, targets: torch.Tensor, data: np.ndarray, m: int, what: str
-) -> list[int]:
+def _starts(inputs: torch.Tensor, targets: torch.Tensor, data: np.ndarray, m: int, what: str) -> list[int]:
     """Start index of every row, checking that inputs = x[s:s+m] and targets =
     x[s+1:s+m+1] for one valid s (``data`` holds distinct values)."""
     __tracebackhide__ = True
@@ -61,15 +59,9 @@ def _starts(
                 f"valid starts are 0..{n_valid - 1} (len(x) − context_length − 1)"
             )
         if not torch.equal(inputs[row], x[s : s + m]):
-            raise AssertionError(
-                f"3.get_batch ({what}): row {row} inputs {inputs[row].tolist()} != x[{s}:{s + m}]"
-            )
+            raise AssertionError(f"3.get_batch ({what}): row {row} inputs {inputs[row].tolist()} != x[{s}:{s + m}]")
         if not torch.equal(targets[row], x[s + 1 : s + m + 1]):
-            hint = (
-                "  likely cause: targets taken at a different start than inputs"
-                if len(targets[row]) == m
-                else ""
-            )
+            hint = "  likely cause: targets taken at a different start than inputs" if len(targets[row]) == m else ""
             raise AssertionError(
                 f"3.get_batch ({what}): row {row} targets {targets[row].tolist()} must be "
                 f"x[{s + 1}:{s + m + 1}] "
@@ -102,13 +94,9 @@ def test_get_batch_shapes_dtype_device_and_shift(run_get_batch, device, tmp_path
     batch_size, m = 6, 5
     inputs, targets = run_get_batch(data, batch_size, m, device)
     for name, t in (("inputs", inputs), ("targets", targets)):
-        assert_shape(
-            t, (batch_size, m), rule=f"3.get_batch: {name} shape (batch_size, context_length)"
-        )
+        assert_shape(t, (batch_size, m), rule=f"3.get_batch: {name} shape (batch_size, context_length)")
         assert_dtype(t, torch.int64, rule=f"3.get_batch: {name} dtype ({kind} input)")
-        assert t.device.type == torch.device(device).type, (
-            f"3.get_batch: {name} on {t.device}, expected {device}"
-        )
+        assert t.device.type == torch.device(device).type, f"3.get_batch: {name} on {t.device}, expected {device}"
     _starts(inputs, targets, data, m, kind)
 
 
@@ -121,9 +109,7 @@ def test_get_batch_invalid_device_raises(run_get_batch, bad):
         run_get_batch(data, 2, 4, bad)
     except Exception:
         return
-    raise AssertionError(
-        f"3.get_batch: device={bad!r} must raise an error; the call returned normally"
-    )
+    raise AssertionError(f"3.get_batch: device={bad!r} must raise an error; the call returned normally")
 
 
 def _peak_rss_reset() -> bool:
@@ -215,9 +201,7 @@ def test_get_batch_starts_uniform(run_get_batch, seeded):
         for s in _starts(inputs, targets, data, m, "uniformity"):
             counts[s] += 1
     problem = stats.check_distribution(counts, [1 / n_starts] * n_starts, labels="start")
-    assert problem is None, (
-        f"3.get_batch: starts are not uniform: {problem}\n  counts per start: {counts}"
-    )
+    assert problem is None, f"3.get_batch: starts are not uniform: {problem}\n  counts per start: {counts}"
 
 
 # --- checkpointing ------------------------------------------------------------------------
@@ -324,9 +308,7 @@ def _same_structure(a, b, where: str = "state_dict") -> str | None:
 
 @spec("3.checkpoint")
 @pytest.mark.parametrize("target", ["str-path", "pathlib-path", "bytesio"])
-def test_checkpoint_round_trip(
-    run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target
-):
+def test_checkpoint_round_trip(run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target):
     """save_checkpoint then load_checkpoint into a fresh model and optimizer
     restores the parameters, the optimizer state and the iteration."""
     model = _Tiny(0)
@@ -337,9 +319,7 @@ def test_checkpoint_round_trip(
     fresh = _Tiny(1)
     fresh_opt = adamw_cls(fresh.parameters(), **HYPER)
     iteration = run_load_checkpoint(src(), fresh, fresh_opt)
-    assert_equal(
-        int(iteration), 3, rule="3.checkpoint: load_checkpoint returns the saved iteration"
-    )
+    assert_equal(int(iteration), 3, rule="3.checkpoint: load_checkpoint returns the saved iteration")
     for (name, p), q in zip(model.named_parameters(), fresh.parameters()):
         assert_close(
             q.detach(),
@@ -356,9 +336,7 @@ def test_checkpoint_round_trip(
 
 @spec("3.checkpoint")
 @pytest.mark.parametrize("target", ["str-path", "bytesio"])
-def test_checkpoint_resume_is_exact(
-    run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target
-):
+def test_checkpoint_resume_is_exact(run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target):
     """Train k steps, save, load into a fresh model and optimizer, train n more:
     bit-exactly the parameters of k+n uninterrupted steps on the same batches."""
     k, n = 3, 3
@@ -375,9 +353,7 @@ def test_checkpoint_resume_is_exact(
     resumed = _Tiny(1)
     resumed_opt = adamw_cls(resumed.parameters(), **HYPER)
     iteration = run_load_checkpoint(src(), resumed, resumed_opt)
-    assert_equal(
-        int(iteration), k, rule="3.checkpoint: load_checkpoint returns the saved iteration"
-    )
+    assert_equal(int(iteration), k, rule="3.checkpoint: load_checkpoint returns the saved iteration")
     _train(resumed, resumed_opt, batches[k:])
 
     def without_optimizer_state():
@@ -388,14 +364,12 @@ def test_checkpoint_resume_is_exact(
         _params(resumed),
         _params(straight),
         EXACT,
-        rule=f"3.checkpoint: {k} steps + save/load + {n} steps must equal {k + n} "
-        "uninterrupted steps",
+        rule=f"3.checkpoint: {k} steps + save/load + {n} steps must equal {k + n} uninterrupted steps",
         hints=[
             (
                 "optimizer state not saved or not restored (resumed with a fresh AdamW)",
                 without_optimizer_state,
             )
         ],
-        context=f"AdamW {adamw_cls.__module__}.{adamw_cls.__qualname__} {HYPER}; "
-        f"checkpoint via {target}",
+        context=f"AdamW {adamw_cls.__module__}.{adamw_cls.__qualname__} {HYPER}; checkpoint via {target}",
     )

@@ -50,9 +50,7 @@ def test_temperature_softmax_matches_float64(run_temperature_softmax, device, ca
     logits = _logits(case)
     expected = temperature_softmax64(logits, case.temperature)
     got = run_temperature_softmax(logits.to(device), case.temperature)
-    assert_shape(
-        got, logits.shape, rule="4.generation: temperature softmax keeps the logits' shape"
-    )
+    assert_shape(got, logits.shape, rule="4.generation: temperature softmax keeps the logits' shape")
     span = float(logits.abs().max()) / case.temperature
     tol = Tolerance(TEMPERATURE_F32.atol * max(1.0, span), TEMPERATURE_F32.rtol)
     v = logits.double()
@@ -83,9 +81,7 @@ def test_temperature_zero_is_greedy_and_small_is_near_greedy(run_temperature_sof
     logits = torch.tensor([[0.5, 3.0, -1.0, 2.5], [10.0, -4.0, 9.0, 0.0]])
     one_hot = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]], dtype=F64)
     got = run_temperature_softmax(logits.to(device), 0.0)
-    assert_close(
-        got, one_hot, EXACT, rule="4.generation: τ = 0 means greedy: one-hot at the argmax"
-    )
+    assert_close(got, one_hot, EXACT, rule="4.generation: τ = 0 means greedy: one-hot at the argmax")
     tiny = run_temperature_softmax(logits.to(device), 1e-3)
     assert_close(
         tiny,
@@ -149,9 +145,7 @@ def test_top_p_keeps_smallest_set_at_exact_boundaries(run_top_p_filter, device, 
         ],
     )
     dropped = expected == 0
-    assert bool((got.detach().cpu()[dropped] == 0).all()), (
-        "4.generation: filtered-out tokens must be exactly 0"
-    )
+    assert bool((got.detach().cpu()[dropped] == 0).all()), "4.generation: filtered-out tokens must be exactly 0"
 
 
 @spec("4.generation")
@@ -160,13 +154,10 @@ def test_top_p_batched_rows_and_ties(run_top_p_filter, device):
     tokens of 0.25 and p = 0.5 exactly two are kept at 0.5 each."""
     probs = torch.tensor([_DYADIC, [0.25, 0.25, 0.25, 0.25, 0.0]])
     got = run_top_p_filter(probs.to(device), 0.5).detach().cpu().double()
-    assert_close(
-        got[0], _expected_kept(_DYADIC, [1]), TOP_P_F32, rule="4.generation: top-p row 0 of a batch"
-    )
+    assert_close(got[0], _expected_kept(_DYADIC, [1]), TOP_P_F32, rule="4.generation: top-p row 0 of a batch")
     nonzero = got[1][got[1] != 0]
     assert len(nonzero) == 2 and bool(((nonzero - 0.5).abs() <= 1e-7).all()), (
-        "4.generation: 4 tied tokens of 0.25 with p = 0.5 must keep exactly two at 0.5; "
-        f"got {got[1].tolist()}"
+        f"4.generation: 4 tied tokens of 0.25 with p = 0.5 must keep exactly two at 0.5; got {got[1].tolist()}"
     )
 
 
@@ -193,17 +184,12 @@ def test_top_p_keeps_smallest_most_probable_set(run_top_p_filter, device, case):
             "4.generation: top-p kept a less probable token over a more probable one: "
             f"probs {p.tolist()}, out {out.tolist()}"
         )
-        assert mass >= case.top_p - slack, (
-            f"4.generation: kept mass {mass} < p = {case.top_p}: kept one token too few"
-        )
+        assert mass >= case.top_p - slack, f"4.generation: kept mass {mass} < p = {case.top_p}: kept one token too few"
         assert mass - float(p64[kept].min()) < case.top_p + slack, (
-            f"4.generation: kept mass {mass} still ≥ p = {case.top_p} without its least "
-            "token: not the smallest set"
+            f"4.generation: kept mass {mass} still ≥ p = {case.top_p} without its least token: not the smallest set"
         )
         expected = torch.where(kept, p64 / mass, torch.zeros_like(p64))
-        assert_close(
-            out, expected, TOP_P_F32, rule="4.generation: kept probabilities renormalised to sum 1"
-        )
+        assert_close(out, expected, TOP_P_F32, rule="4.generation: kept probabilities renormalised to sum 1")
 
 
 # --- one sampling step ---------------------------------------------------------------------
@@ -223,17 +209,13 @@ def test_sample_next_token_matches_filtered_distribution(run_sample_next_token, 
     logits = torch.tensor(values)
     probs = top_p_filter64(temperature_softmax64(logits, temperature), top_p)
     sorted_cum = temperature_softmax64(logits, temperature).sort(descending=True).values.cumsum(0)
-    assert bool(((sorted_cum - top_p).abs() >= 1e-3).all() | (top_p == 1.0)), (
-        "test case too close to the boundary"
-    )
+    assert bool(((sorted_cum - top_p).abs() >= 1e-3).all() | (top_p == 1.0)), "test case too close to the boundary"
     gen = torch.Generator().manual_seed(2024)
     draws = 2000
     counts = [0] * len(values)
     for _ in range(draws):
         token = int(run_sample_next_token(logits.clone(), temperature, top_p, gen))
-        assert 0 <= token < len(values), (
-            f"4.generation: sampled id {token} outside 0..{len(values) - 1}"
-        )
+        assert 0 <= token < len(values), f"4.generation: sampled id {token} outside 0..{len(values) - 1}"
         counts[token] += 1
     problem = stats.check_distribution(counts, probs.tolist(), labels="token")
     assert problem is None, (
@@ -248,9 +230,7 @@ def test_sample_next_token_zero_temperature_is_argmax(run_sample_next_token):
     """τ = 0 always picks the argmax, whatever top_p and the generator."""
     logits = torch.tensor([0.1, -2.0, 3.5, 3.4, 0.0])
     gen = torch.Generator().manual_seed(0)
-    got = [
-        int(run_sample_next_token(logits, 0.0, p, gen)) for p in (0.1, 0.9, 1.0) for _ in range(5)
-    ]
+    got = [int(run_sample_next_token(logits, 0.0, p, gen)) for p in (0.1, 0.9, 1.0) for _ in range(5)]
     assert_equal(got, [2] * 15, rule="4.generation: τ = 0 is greedy (argmax)")
 
 
@@ -299,9 +279,7 @@ def _unused_id(*sequences: list[int]) -> int:
     return min(set(range(CFG.vocab_size)) - used)
 
 
-def _generate(
-    run_generate, weights, prompt, max_new, *, eos, temperature=0.0, top_p=1.0, seed=0
-) -> list[int]:
+def _generate(run_generate, weights, prompt, max_new, *, eos, temperature=0.0, top_p=1.0, seed=0) -> list[int]:
     gen = torch.Generator().manual_seed(seed)
     out = run_generate(*CFG, weights, list(prompt), max_new, temperature, top_p, eos, gen)
     return [int(t) for t in out]
@@ -349,14 +327,9 @@ def test_generate_uses_last_context_length_tokens(run_generate):
             tokens.append(int(lm_logits64(CFG, weights, tokens)[-1].argmax()))
         return tokens[len(long_prompt) :]
 
-    rule = (
-        f"4.generation: prompt of {len(long_prompt)} tokens > context_length {CFG.context_length}"
-    )
+    rule = f"4.generation: prompt of {len(long_prompt)} tokens > context_length {CFG.context_length}"
     if got != expected and got == unwindowed():
-        rule += (
-            "; likely cause: the model ran on the whole sequence instead of the last "
-            "context_length tokens"
-        )
+        rule += "; likely cause: the model ran on the whole sequence instead of the last context_length tokens"
     assert_equal(got, expected, rule=rule, context=f"prompt {long_prompt}")
 
 
@@ -368,24 +341,12 @@ def test_generate_sampling_respects_max_new_tokens_and_eos(run_generate, seed):
     weights, greedy, _, _ = _lm()
     eos = greedy[1]
     max_new = 12
-    got = _generate(
-        run_generate, weights, PROMPT, max_new, temperature=1.0, top_p=0.9, eos=eos, seed=seed
-    )
-    assert all(0 <= t < CFG.vocab_size for t in got), (
-        f"4.generation: ids outside 0..{CFG.vocab_size - 1}: {got}"
-    )
-    assert 1 <= len(got) <= max_new, (
-        f"4.generation: {len(got)} new tokens, max_new_tokens is {max_new}: {got}"
-    )
+    got = _generate(run_generate, weights, PROMPT, max_new, temperature=1.0, top_p=0.9, eos=eos, seed=seed)
+    assert all(0 <= t < CFG.vocab_size for t in got), f"4.generation: ids outside 0..{CFG.vocab_size - 1}: {got}"
+    assert 1 <= len(got) <= max_new, f"4.generation: {len(got)} new tokens, max_new_tokens is {max_new}: {got}"
     if eos in got:
-        assert got.index(eos) == len(got) - 1, (
-            f"4.generation: tokens after eos {eos}: {got} (must stop at eos)"
-        )
+        assert got.index(eos) == len(got) - 1, f"4.generation: tokens after eos {eos}: {got} (must stop at eos)"
     else:
-        assert len(got) == max_new, (
-            f"4.generation: stopped after {len(got)} tokens without eos ({eos}): {got}"
-        )
-    again = _generate(
-        run_generate, weights, PROMPT, max_new, temperature=1.0, top_p=0.9, eos=eos, seed=seed
-    )
+        assert len(got) == max_new, f"4.generation: stopped after {len(got)} tokens without eos ({eos}): {got}"
+    again = _generate(run_generate, weights, PROMPT, max_new, temperature=1.0, top_p=0.9, eos=eos, seed=seed)
     assert_equal(again, got, rule="4.generation: the same generator seed must give the same sample")

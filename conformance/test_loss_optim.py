@@ -65,18 +65,14 @@ def _ce_case(case: CEInput, scale: float | None = None) -> tuple[torch.Tensor, t
 
 
 def _ce_tol(logits: torch.Tensor) -> Tolerance:
-    return Tolerance(
-        CROSS_ENTROPY_F32.atol * max(1.0, float(logits.abs().max())), CROSS_ENTROPY_F32.rtol
-    )
+    return Tolerance(CROSS_ENTROPY_F32.atol * max(1.0, float(logits.abs().max())), CROSS_ENTROPY_F32.rtol)
 
 
 def _scalar(value, what: str) -> torch.Tensor:
     __tracebackhide__ = True
     out = torch.as_tensor(value).detach().to("cpu", F64)
     if out.numel() != 1:
-        raise AssertionError(
-            f"{what} must be one number (the mean over positions); got shape {tuple(out.shape)}"
-        )
+        raise AssertionError(f"{what} must be one number (the mean over positions); got shape {tuple(out.shape)}")
     return out.reshape(())
 
 
@@ -214,9 +210,7 @@ _T, _F = True, False
 # Small gradients with a large eps (eps placement and decay show), None grads mid-run.
 _PINNED = _run(_H1, [(((3, 2), (4,)), None)], 6, [(_T, _T), (_T, _F), (_F, _T)] * 2, 1e-3, 3)
 # Two groups, one with its own hyperparameters.
-_PINNED_GROUPS = _run(
-    AdamWHyper(1e-3, 0.9, 0.999, 1e-8, 0.01), [(((2, 2),), _H2), (((3,),), None)], 5, [(_T, _T)] * 5
-)
+_PINNED_GROUPS = _run(AdamWHyper(1e-3, 0.9, 0.999, 1e-8, 0.01), [(((2, 2),), _H2), (((3,),), None)], 5, [(_T, _T)] * 5)
 
 
 @spec("3.adamw")
@@ -255,9 +249,7 @@ def test_adamw_matches_oracle_either_decay_order(get_adamw_cls, device, run):
 
 _H3 = AdamWHyper(3e-3, 0.9, 0.999, 1e-8, 0.01)
 _STATE_DICT_CASES = {
-    "one-group": _run(
-        AdamWHyper(1e-2, 0.9, 0.95, 1e-8, 0.1), [(((4, 3), (5,)), None)], 8, [(_T, _T)] * 8
-    ),
+    "one-group": _run(AdamWHyper(1e-2, 0.9, 0.95, 1e-8, 0.1), [(((4, 3), (5,)), None)], 8, [(_T, _T)] * 8),
     "two-groups-none-grads": _run(
         _H3,
         [(((3, 3),), _H2), (((2,), (2, 2)), None)],
@@ -299,9 +291,7 @@ def test_adamw_state_dict_round_trip_continues_identically(get_adamw_cls, name):
     def restarted_t() -> torch.Tensor:
         """The oracle with t reset after k steps, taken as a match when within the
         trajectory tolerance (the assertion itself is bit-exact)."""
-        cand = nearest_decay_order(
-            resumed, lambda d: adamw_trajectory(groups, grads, decay=d, restart_t_after=k)[-1]
-        )
+        cand = nearest_decay_order(resumed, lambda d: adamw_trajectory(groups, grads, decay=d, restart_t_after=k)[-1])
         close = describe_mismatch(resumed, cand, Tolerance(ADAMW_TRAJECTORY.atol * lr, 0.0)) is None
         return resumed if close else cand
 
@@ -384,9 +374,7 @@ def test_cosine_schedule_spec_example(run_get_lr_cosine_schedule):
         assert math.isclose(got, want, rel_tol=SCHEDULE.atol, abs_tol=SCHEDULE.atol), (
             f"3.cosine_schedule: the SPEC example's value at t={t} is {want:.8g}, got {got:.8g}"
         )
-    _assert_schedule(
-        run_get_lr_cosine_schedule, Schedule(1.0, 0.1, 7, 21), range(25), "3.cosine_schedule"
-    )
+    _assert_schedule(run_get_lr_cosine_schedule, Schedule(1.0, 0.1, 7, 21), range(25), "3.cosine_schedule")
 
 
 @spec("3.cosine_schedule")
@@ -412,9 +400,7 @@ def _clip_setup(case: ClipCase, dtype: torch.dtype, device: str):
     gen = torch.Generator().manual_seed(case.seed)
     params, grads = [], []
     for shape, frozen, no_grad in zip(case.shapes, case.frozen, case.no_grad):
-        p = torch.nn.Parameter(
-            torch.randn(shape, generator=gen, dtype=F64).to(device, dtype), requires_grad=not frozen
-        )
+        p = torch.nn.Parameter(torch.randn(shape, generator=gen, dtype=F64).to(device, dtype), requires_grad=not frozen)
         g = torch.randn(shape, generator=gen, dtype=F64) * case.grad_scale
         if not (frozen or no_grad):
             p.grad = g.to(device, dtype)
@@ -437,9 +423,7 @@ def _replaced_grads(params, grads) -> torch.Tensor:
 @spec("3.gradient_clipping")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @given(case=clip_cases())
-@example(
-    case=ClipCase(((3, 2), (4,), (2,)), (False, False, True), (False, True, False), 0.05, 0.01, 1)
-)
+@example(case=ClipCase(((3, 2), (4,), (2,)), (False, False, True), (False, True, False), 0.05, 0.01, 1))
 @example(case=ClipCase(((2,), (2,), (2,), (2,)), (False,) * 4, (False,) * 4, 0.4, 1.0, 2))
 def test_gradient_clipping_matches_torch(run_gradient_clipping, device, dtype, case):
     """One global L2 norm over the gradients that exist; above max_norm every
@@ -453,16 +437,13 @@ def test_gradient_clipping_matches_torch(run_gradient_clipping, device, dtype, c
     run_gradient_clipping(params, case.max_norm)
     for i, p in enumerate(params):
         if originals[i] is None:
-            assert p.grad is None, (
-                f"3.gradient_clipping: parameter {i} had no grad and must keep grad None"
-            )
+            assert p.grad is None, f"3.gradient_clipping: parameter {i} had no grad and must keep grad None"
     tol = CLIP_F64 if dtype == torch.float64 else CLIP_F32
     assert_close(
         _present(grads),
         _present(expected),
         tol,
-        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, "
-        "all parameters concatenated",
+        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
         hints=[
             (
                 "clipped each parameter by its own norm: use one global norm over all gradients",
@@ -496,8 +477,7 @@ def test_gradient_clipping_below_threshold_leaves_grads_bit_exact(run_gradient_c
         _present([p.grad for p in params]),
         _present(originals),
         EXACT,
-        rule=f"3.gradient_clipping: global norm {norm:.4g} ≤ max_norm {case.max_norm}: "
-        "gradients must be untouched",
+        rule=f"3.gradient_clipping: global norm {norm:.4g} ≤ max_norm {case.max_norm}: gradients must be untouched",
         hints=[
             (
                 "gradients scaled even below the threshold",

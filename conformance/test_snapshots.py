@@ -19,9 +19,7 @@ MANIFEST_ENTRIES = sorted(read_manifest().items())
 def _load(rel: str, digest: str):
     path = ROOT / rel
     if sha256(path.read_bytes()) != digest:
-        pytest.fail(
-            f"snapshot {rel} does not match its MANIFEST sha256: the golden file was changed"
-        )
+        pytest.fail(f"snapshot {rel} does not match its MANIFEST sha256: the golden file was changed")
     with np.load(path, allow_pickle=False) as npz:
         return unpack(dict(npz))
 
@@ -29,9 +27,7 @@ def _load(rel: str, digest: str):
 def _params():
     for rel, digest in MANIFEST_ENTRIES:
         _, _, meta = _load(rel, digest)
-        yield pytest.param(
-            rel, digest, meta, id=rel.removesuffix(".npz"), marks=pytest.mark.spec(meta["spec"])
-        )
+        yield pytest.param(rel, digest, meta, id=rel.removesuffix(".npz"), marks=pytest.mark.spec(meta["spec"]))
 
 
 @pytest.mark.parametrize(("rel", "digest", "meta"), list(_params()))

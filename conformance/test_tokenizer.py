@@ -55,16 +55,12 @@ class Case(NamedTuple):
 _CASES: dict[tuple, Case] = {}
 
 
-def make_case(
-    get_tokenizer, name: str, vocab: dict, merges: list, specials: Sequence[str] | None
-) -> Case:
+def make_case(get_tokenizer, name: str, vocab: dict, merges: list, specials: Sequence[str] | None) -> Case:
     """Build (once per session) the implementation's tokenizer from copies of
     ``vocab``/``merges``, and the oracle from the originals."""
     key = (id(get_tokenizer), name, tuple(specials) if specials is not None else None)
     if key not in _CASES:
-        tok = get_tokenizer(
-            dict(vocab), list(merges), list(specials) if specials is not None else None
-        )
+        tok = get_tokenizer(dict(vocab), list(merges), list(specials) if specials is not None else None)
         _CASES[key] = Case(name, tok, EncodeOracle(vocab, merges, specials or ()))
     return _CASES[key]
 
@@ -94,17 +90,13 @@ def own_case(
     if id(run_train_bpe) not in _OWN:
         path = tmp_path_factory.mktemp("own_training") / "sample_training_text.txt"
         path.write_bytes(sample_training_text().encode("utf-8"))
-        vocab, merges = run_train_bpe(
-            input_path=path, vocab_size=256 + 1 + 200, special_tokens=[EOT]
-        )
+        vocab, merges = run_train_bpe(input_path=path, vocab_size=256 + 1 + 200, special_tokens=[EOT])
         _OWN[id(run_train_bpe)] = (dict(vocab), list(merges))
     vocab, merges = _OWN[id(run_train_bpe)]
     values = set(vocab.values())
     unusable = [m for m in merges if not {m[0], m[1], m[0] + m[1]} <= values]
     if unusable or not all(bytes([b]) in values for b in range(256)):
-        pytest.skip(
-            f"own trainer's vocab lacks bytes or merge parts (e.g. {unusable[:1]}): see 1.2"
-        )
+        pytest.skip(f"own trainer's vocab lacks bytes or merge parts (e.g. {unusable[:1]}): see 1.2")
     return make_case(get_tokenizer, "own", vocab, merges, specials)
 
 
@@ -170,9 +162,7 @@ def test_encode_matches_rank_bpe_on_small_vocabularies(get_tokenizer, corpus: Bp
     trained = slow_bpe.train_bpe(*corpus)
     tok = get_tokenizer(dict(trained.vocab), list(trained.merges), list(corpus.special_tokens))
     oracle = EncodeOracle(trained.vocab, trained.merges, corpus.special_tokens)
-    assert_encodes(
-        oracle, tok.encode(text), text, rule=f"SPEC 1.3: encode with merges {trained.merges[:8]}..."
-    )
+    assert_encodes(oracle, tok.encode(text), text, rule=f"SPEC 1.3: encode with merges {trained.merges[:8]}...")
 
 
 @pytest.mark.spec("1.3.encode")
@@ -212,6 +202,4 @@ def test_encode_tokens_never_cross_pretokens(case: Case, text: str):
                 f"pre-token boundary at byte {crossed[0]} "
                 f"(pre-tokens: {slow_bpe.pretokenize(text)[:10]})\n  input: {text!r}"
             )
-    assert_equal(
-        pos, len(text.encode("utf-8")), rule="SPEC 1.1: tokens cover the text's bytes exactly"
-    )
+    assert_equal(pos, len(text.encode("utf-8")), rule="SPEC 1.1: tokens cover the text's bytes exactly")

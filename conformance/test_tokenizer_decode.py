@@ -67,9 +67,7 @@ def test_decode_malformed_bytes_become_replacement_character(get_tokenizer, name
     hint = ""
     if got == b"".join(pieces).decode("utf-8", errors="ignore"):
         hint = "\n  likely cause: errors='ignore' (malformed bytes must become U+FFFD, not vanish)"
-    assert got == expected, (
-        f"SPEC 1.3: decode of bytes {b''.join(pieces)!r}: got {got!r}, expected {expected!r}{hint}"
-    )
+    assert got == expected, f"SPEC 1.3: decode of bytes {b''.join(pieces)!r}: got {got!r}, expected {expected!r}{hint}"
 
 
 @pytest.mark.spec("1.3.decode")
@@ -85,9 +83,7 @@ def test_decode_joins_bytes_before_decoding(get_tokenizer):
 
 @pytest.mark.spec("1.3.decode")
 def test_decode_empty_list_is_empty_string(get_tokenizer):
-    assert_equal(
-        slow_case(get_tokenizer).tokenizer.decode([]), "", rule="SPEC 1.3: decode([]) == ''"
-    )
+    assert_equal(slow_case(get_tokenizer).tokenizer.decode([]), "", rule="SPEC 1.3: decode([]) == ''")
 
 
 @pytest.mark.spec("1.3.decode")

@@ -43,9 +43,7 @@ def assert_iterable_equals_encode(tok, chunks: list[str], *, rule: str) -> None:
         hints.append("each chunk encoded on its own: pre-tokens and special tokens can span chunks")
     if got == expected[: len(got)]:
         hints.append("output stops early: text still buffered at the end of the stream was dropped")
-    k = next(
-        (n for n, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected))
-    )
+    k = next((n for n, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
     message = (
         f"{rule}: first difference at id {k}: got {got[max(0, k - 3) : k + 4]}, expected "
         f"{expected[max(0, k - 3) : k + 4]} (lengths {len(got)} vs {len(expected)})"
@@ -67,9 +65,7 @@ def test_encode_iterable_equals_encode_for_any_chunking(get_tokenizer, specials,
     """encode_iterable(chunks) == encode("".join(chunks)) however the text is
     cut: mid-word, mid-whitespace-run, mid-special-token, empty chunks."""
     tok = slow_case(get_tokenizer, specials).tokenizer
-    assert_iterable_equals_encode(
-        tok, ct.chunks, rule=f"SPEC 1.3: encode_iterable with specials {list(specials)}"
-    )
+    assert_iterable_equals_encode(tok, ct.chunks, rule=f"SPEC 1.3: encode_iterable with specials {list(specials)}")
 
 
 #: A prefix longer than common flush thresholds (64K characters, ...), so that
@@ -98,9 +94,7 @@ PREFIX_TAILS = (
 @example(tail="  ", ct=ChunkedText(" b", [" b"]))
 @example(tail="<|endof", ct=ChunkedText("text|>x", ["text|", ">x"]))
 @example(tail=EOT, ct=ChunkedText(EOT + "a", [EOT[:4], EOT[4:] + "a"]))
-def test_encode_iterable_equals_encode_after_a_long_prefix(
-    get_tokenizer, specials, tail: str, ct: ChunkedText
-):
+def test_encode_iterable_equals_encode_after_a_long_prefix(get_tokenizer, specials, tail: str, ct: ChunkedText):
     """The same after a 70,000-character first chunk ending in a pre-token,
     whitespace run or special token that the next chunks continue."""
     tok = slow_case(get_tokenizer, specials).tokenizer
@@ -121,9 +115,7 @@ def test_encode_iterable_file_lines_fixtures(get_tokenizer, fixtures_dir, name):
     with open(fixtures_dir / name, encoding="utf-8", newline="") as f:
         got = list(tok.encode_iterable(f))
     expected = list(tok.encode((fixtures_dir / name).read_bytes().decode("utf-8")))
-    assert_equal(
-        got, expected, rule=f"SPEC 1.3: encode_iterable(open({name!r})) == encode(contents)"
-    )
+    assert_equal(got, expected, rule=f"SPEC 1.3: encode_iterable(open({name!r})) == encode(contents)")
 
 
 @pytest.mark.spec("1.3.encode_iterable")

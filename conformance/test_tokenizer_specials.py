@@ -17,9 +17,7 @@ DOUBLE = EOT + EOT
 def one_id(tok, special: str) -> int:
     __tracebackhide__ = True
     ids = list(tok.encode(special))
-    assert len(ids) == 1, (
-        f"SPEC 1.3: the special token {special!r} must encode to one id, got {ids}"
-    )
+    assert len(ids) == 1, f"SPEC 1.3: the special token {special!r} must encode to one id, got {ids}"
     return ids[0]
 
 
@@ -88,9 +86,7 @@ def test_special_token_text_without_special_list_is_ordinary(get_tokenizer, spec
         text,
         rule="SPEC 1.3: without a special list the characters are ordinary text",
     )
-    assert len(list(c.tokenizer.encode(EOT))) > 1, (
-        "SPEC 1.3: <|endoftext|> without a special list is several ids"
-    )
+    assert len(list(c.tokenizer.encode(EOT))) > 1, "SPEC 1.3: <|endoftext|> without a special list is several ids"
     assert_equal(
         c.tokenizer.decode(ids),
         text,
@@ -113,9 +109,7 @@ def test_special_token_in_vocab_keeps_its_id(get_tokenizer):
 
 
 @pytest.mark.spec("1.3.special_tokens")
-@pytest.mark.parametrize(
-    "specials", [("<|user|>",), ("<|user|>", "<|assistant|>")], ids=["one", "two"]
-)
+@pytest.mark.parametrize("specials", [("<|user|>",), ("<|user|>", "<|assistant|>")], ids=["one", "two"])
 def test_absent_special_tokens_get_next_free_ids(get_tokenizer, specials):
     """Special tokens missing from the vocabulary are added with the next free
     ids (len(vocab), len(vocab)+1, ...), encode to them and decode back."""

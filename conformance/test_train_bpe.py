@@ -36,15 +36,11 @@ def train(run_train_bpe, folder: Path, text: str, vocab_size: int, special_token
     passed as a ``Path``, as the official CS336 tests do."""
     path = folder / f"corpus_{next(_counter)}.txt"
     path.write_bytes(text.encode("utf-8"))
-    vocab, merges = run_train_bpe(
-        input_path=path, vocab_size=vocab_size, special_tokens=list(special_tokens)
-    )
+    vocab, merges = run_train_bpe(input_path=path, vocab_size=vocab_size, special_tokens=list(special_tokens))
     return dict(vocab), list(merges)
 
 
-def check_merges(
-    merges, text: str, vocab_size: int, special_tokens: Sequence[str], rule: str
-) -> None:
+def check_merges(merges, text: str, vocab_size: int, special_tokens: Sequence[str], rule: str) -> None:
     __tracebackhide__ = True
     problem = slow_bpe.describe_merge_mismatch(merges, text, vocab_size, special_tokens)
     if problem:
@@ -59,17 +55,12 @@ def check_vocab(vocab: dict, merges: list, special_tokens: Sequence[str]) -> Non
     """Ids exactly 0..len-1; the first 256+k ids hold the 256 bytes and the
     specials in any order; id 256+k+i holds merge i's concatenation."""
     __tracebackhide__ = True
-    rule = (
-        "SPEC 1.2: vocab ids are 0..len-1, bytes and specials first (any order), "
-        "then merges in order"
-    )
+    rule = "SPEC 1.2: vocab ids are 0..len-1, bytes and specials first (any order), then merges in order"
     n = len(vocab)
     assert_equal(sorted(vocab), list(range(n)), rule=rule + " (ids)")
     base = 256 + len(special_tokens)
     initial = sorted(vocab[i] for i in range(min(base, n)))
-    expected_initial = sorted(
-        [bytes([b]) for b in range(256)] + [s.encode("utf-8") for s in special_tokens]
-    )
+    expected_initial = sorted([bytes([b]) for b in range(256)] + [s.encode("utf-8") for s in special_tokens])
     if initial != expected_initial:
         missing = sorted(set(expected_initial) - set(initial))[:5]
         extra = sorted(set(initial) - set(expected_initial))[:5]
@@ -77,9 +68,7 @@ def check_vocab(vocab: dict, merges: list, special_tokens: Sequence[str]) -> Non
             f"{rule}: ids 0..{base - 1} should be the 256 bytes and {list(special_tokens)}; "
             f"missing {missing}, unexpected {extra}"
         )
-    assert_equal(
-        n, base + len(merges), rule=rule + " (len(vocab) == 256 + len(specials) + len(merges))"
-    )
+    assert_equal(n, base + len(merges), rule=rule + " (len(vocab) == 256 + len(specials) + len(merges))")
     for i, (a, b) in enumerate(merges):
         if vocab[base + i] != a + b:
             raise AssertionError(
@@ -92,9 +81,7 @@ def check_vocab(vocab: dict, merges: list, special_tokens: Sequence[str]) -> Non
 @given(corpus=bpe_corpora())
 @example(corpus=BpeCorpus("ab ba", 257, []))  # one three-way tie: (b"b", b"a") wins
 @example(corpus=BpeCorpus("aaaa aaa<|endoftext|>aa", 262, [EOT]))  # overlapping pairs
-@example(
-    corpus=BpeCorpus("ab<|pad|>ab<|endoftext|><|pad|>ba cab", 266, ["<|endoftext|>", "<|pad|>"])
-)
+@example(corpus=BpeCorpus("ab<|pad|>ab<|endoftext|><|pad|>ba cab", 266, ["<|endoftext|>", "<|pad|>"]))
 def test_train_bpe_matches_slow_oracle(run_train_bpe, corpus_dir, corpus: BpeCorpus):
     """Merges equal an obviously-correct trainer's exactly: most frequent pair
     within pre-tokens, ties to the greater pair, specials split off first."""
@@ -143,12 +130,8 @@ def test_train_bpe_special_tokens_not_in_pair_counts(run_train_bpe, corpus_dir):
     text = "<|endoftext|>ab<|endoftext|><|endoftext|>ba<|endoftext|>" * 5
     vocab, merges = train(run_train_bpe, corpus_dir, text, 300, [EOT])
     bad = [m for m in merges if any(ch in m[0] + m[1] for ch in (b"<", b"|", b">", b"e", b"o"))]
-    assert not bad, (
-        f"SPEC 1.2: special tokens must not be counted, yet merges {bad[:5]} use their bytes"
-    )
-    check_merges(
-        merges, text, 300, [EOT], rule="SPEC 1.2: special tokens never take part in pair counts"
-    )
+    assert not bad, f"SPEC 1.2: special tokens must not be counted, yet merges {bad[:5]} use their bytes"
+    check_merges(merges, text, 300, [EOT], rule="SPEC 1.2: special tokens never take part in pair counts")
     check_vocab(vocab, merges, [EOT])
 
 

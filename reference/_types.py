@@ -1,14 +1,13 @@
 """Recurring jaxtyping aliases (SPEC §2 axis names)."""
 
 import os
-from typing import Union
 
 import numpy as np
 import numpy.typing as npt
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 Tokens = Int[Tensor, "... seq"]
 Activations = Float[Tensor, "... seq d_model"]
 Logits = Float[Tensor, "... vocab_size"]

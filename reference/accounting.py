@@ -89,9 +89,7 @@ def forward_flops(config: ModelConfig, seq_len: int | None = None) -> dict[str, 
     return flops
 
 
-def activation_counts(
-    config: ModelConfig, batch_size: int, seq_len: int | None = None
-) -> dict[str, int]:
+def activation_counts(config: ModelConfig, batch_size: int, seq_len: int | None = None) -> dict[str, int]:
     """Activation elements kept for the backward pass, per component (all layers summed).
 
     The enumeration of the CS336 handout's AdamW accounting, with ``N = B·T``

@@ -118,9 +118,7 @@ def _build_parser() -> _Parser:
     return parser
 
 
-def _subparser(
-    sub: Any, name: str, summary: str, run: Callable[[argparse.Namespace], int]
-) -> _Parser:
+def _subparser(sub: Any, name: str, summary: str, run: Callable[[argparse.Namespace], int]) -> _Parser:
     p = sub.add_parser(
         name,
         help=summary,
@@ -151,13 +149,9 @@ def _special_tokens(args: argparse.Namespace) -> list[str]:
 
 
 def _add_train_bpe(sub: Any) -> None:
-    p = _subparser(
-        sub, "train-bpe", "Train a byte-level BPE tokenizer on a text file.", _run_train_bpe
-    )
+    p = _subparser(sub, "train-bpe", "Train a byte-level BPE tokenizer on a text file.", _run_train_bpe)
     p.add_argument("input", type=Path, help="UTF-8 training text")
-    p.add_argument(
-        "--vocab-size", type=int, required=True, metavar="N", help="bytes + special tokens + merges"
-    )
+    p.add_argument("--vocab-size", type=int, required=True, metavar="N", help="bytes + special tokens + merges")
     p.add_argument(
         "--out-dir",
         type=Path,
@@ -177,9 +171,7 @@ def _add_train_bpe(sub: Any) -> None:
 
 
 def _add_encode(sub: Any) -> None:
-    p = _subparser(
-        sub, "encode", "Encode a text file into a memory-mappable .npy of token ids.", _run_encode
-    )
+    p = _subparser(sub, "encode", "Encode a text file into a memory-mappable .npy of token ids.", _run_encode)
     p.add_argument("input", type=Path, help="UTF-8 text to encode")
     p.add_argument(
         "--tokenizer",
@@ -241,9 +233,7 @@ def _add_generate(sub: Any) -> None:
         metavar="TEXT",
         help="prompt text (empty: start after a document separator)",
     )
-    p.add_argument(
-        "--max-new-tokens", type=int, default=200, metavar="N", help="most tokens to generate"
-    )
+    p.add_argument("--max-new-tokens", type=int, default=200, metavar="N", help="most tokens to generate")
     p.add_argument(
         "--temperature",
         type=float,
@@ -251,9 +241,7 @@ def _add_generate(sub: Any) -> None:
         metavar="T",
         help="softmax temperature (0: greedy)",
     )
-    p.add_argument(
-        "--top-p", type=float, default=0.9, metavar="P", help="nucleus sampling mass in (0, 1]"
-    )
+    p.add_argument("--top-p", type=float, default=0.9, metavar="P", help="nucleus sampling mass in (0, 1]")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed")
     p.add_argument("--device", default="cpu", metavar="DEVICE", help="torch device")
     p.add_argument(
@@ -292,9 +280,7 @@ def _add_train(sub: Any) -> None:
         metavar="FILE",
         help="JSON or TOML config file (keys as the flags, model keys under 'model')",
     )
-    p.add_argument(
-        "--print-config", action="store_true", help="print the resolved config as JSON and exit"
-    )
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     p.add_argument(
         "--no-progress",
         action="store_true",
@@ -321,9 +307,7 @@ def _add_train(sub: Any) -> None:
             continue
         default = "required" if f.name == "train_data" else getattr(defaults, f.name)
         group = optim if f.name in optim_fields else run
-        _add_field_flag(
-            group, f.name, f.name.replace("_", "-"), hints[f.name], f.metadata["help"], default
-        )
+        _add_field_flag(group, f.name, f.name.replace("_", "-"), hints[f.name], f.metadata["help"], default)
     model = p.add_argument_group("model (TransformerLM shape)")
     model_hints = typing.get_type_hints(type(default_model()))
     for f in dataclasses.fields(default_model()):
@@ -338,14 +322,8 @@ def _add_train(sub: Any) -> None:
         )
 
 
-def _add_field_flag(
-    group: Any, dest: str, flag: str, tp: Any, help_text: str, default: Any
-) -> None:
-    shown = (
-        "none"
-        if default is None
-        else (" ".join(map(str, default)) if isinstance(default, tuple) else default)
-    )
+def _add_field_flag(group: Any, dest: str, flag: str, tp: Any, help_text: str, default: Any) -> None:
+    shown = "none" if default is None else (" ".join(map(str, default)) if isinstance(default, tuple) else default)
     help_text = f"{help_text} (default: {shown})"
     options = typing.get_args(tp) or (tp,)
     if tp is bool:
@@ -476,9 +454,7 @@ def _run_encode(args: argparse.Namespace) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     target = args.output
     if args.val_fraction > 0:
-        fd, tmp = tempfile.mkstemp(
-            dir=args.output.parent, prefix=f".{args.output.name}.", suffix=".npy"
-        )
+        fd, tmp = tempfile.mkstemp(dir=args.output.parent, prefix=f".{args.output.name}.", suffix=".npy")
         os.close(fd)
         target = Path(tmp)
     try:
@@ -496,8 +472,7 @@ def _run_encode(args: argparse.Namespace) -> int:
         cut, at_boundary = _split_point(tokens, args.val_fraction, eot)
         if not 0 < cut < len(tokens):
             raise ValueError(
-                f"cannot split {len(tokens):,} tokens with --val-fraction {args.val_fraction}: "
-                "one side would be empty"
+                f"cannot split {len(tokens):,} tokens with --val-fraction {args.val_fraction}: one side would be empty"
             )
         _write_slice(tokens, 0, cut, args.output)
         _write_slice(tokens, cut, len(tokens), args.val_output)
@@ -566,9 +541,7 @@ def _run_train(args: argparse.Namespace) -> int:
     )
     result = train(config, progress=progress, verbose=True)
     val = f", last val loss {result.val_loss:.4f}" if result.val_loss is not None else ""
-    train_loss = (
-        f"train loss {result.train_loss:.4f}" if result.train_loss is not None else "no new steps"
-    )
+    train_loss = f"train loss {result.train_loss:.4f}" if result.train_loss is not None else "no new steps"
     print(
         f"{'interrupted' if result.interrupted else 'done'} at step "
         f"{result.step:,}/{config.steps:,}: "
@@ -631,9 +604,7 @@ def _run_generate(args: argparse.Namespace) -> int:
     model.eval()
     eos_id = tokenizer.special_token_ids.get(args.eos_token) if args.eos_token else None
     if args.eos_token and eos_id is None:
-        raise UsageError(
-            f"--eos-token {args.eos_token!r} is not one of the special tokens {specials}"
-        )
+        raise UsageError(f"--eos-token {args.eos_token!r} is not one of the special tokens {specials}")
     prompt_ids = tokenizer.encode(args.prompt)
     if not prompt_ids:
         if eos_id is None:
@@ -653,11 +624,7 @@ def _run_generate(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     text = tokenizer.decode(new_ids)
     print((args.prompt if args.echo else "") + text)
-    stop = (
-        "end-of-text"
-        if eos_id is not None and new_ids and new_ids[-1] == eos_id
-        else "max-new-tokens"
-    )
+    stop = "end-of-text" if eos_id is not None and new_ids and new_ids[-1] == eos_id else "max-new-tokens"
     print(
         f"[{len(new_ids)} tokens in {seconds:.2f} s, stopped at {stop}; prompt {len(prompt_ids)} "
         f"tokens; temperature {args.temperature}, top-p {args.top_p}, seed {args.seed}]",

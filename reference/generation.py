@@ -36,9 +36,7 @@ def temperature_softmax(
     return weights / weights.sum(dim=-1, keepdim=True)
 
 
-def top_p_filter(
-    probs: Float[Tensor, "*batch vocab_size"], top_p: float | int
-) -> Float[Tensor, "*batch vocab_size"]:
+def top_p_filter(probs: Float[Tensor, "*batch vocab_size"], top_p: float | int) -> Float[Tensor, "*batch vocab_size"]:
     """Nucleus filter (SPEC §4): keep the smallest set of most-probable tokens
     whose total probability is ``>= top_p``, renormalise, zero the rest.
 
@@ -128,11 +126,7 @@ def generate(
         ValueError: empty prompt, negative ``max_new_tokens``, bad ``temperature``
             or ``top_p``, or no way to know the context length.
     """
-    prompt = (
-        [int(i) for i in prompt_ids.tolist()]
-        if isinstance(prompt_ids, Tensor)
-        else list(prompt_ids)
-    )
+    prompt = [int(i) for i in prompt_ids.tolist()] if isinstance(prompt_ids, Tensor) else list(prompt_ids)
     if not prompt:
         raise ValueError("prompt_ids must hold at least one token")
     if max_new_tokens < 0:

@@ -70,8 +70,7 @@ def plot_loss_curve(
         from matplotlib.figure import Figure
     except ImportError:
         warnings.warn(
-            "matplotlib is not installed: skipping the loss plot "
-            "(pip install 'lmspec[plot]' to get it)",
+            "matplotlib is not installed: skipping the loss plot (pip install 'lmspec[plot]' to get it)",
             stacklevel=2,
         )
         return None

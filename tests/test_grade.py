@@ -83,9 +83,7 @@ class Graded:
 
     def item(self, item_id: str) -> dict:
         found = [i for i in self.data["items"] if i["id"] == item_id]
-        assert found, (
-            f"{item_id} not in the report: {[i['id'] for i in self.data['items']]}\n{self.output}"
-        )
+        assert found, f"{item_id} not in the report: {[i['id'] for i in self.data['items']]}\n{self.output}"
         return found[0]
 
     def outcomes(self, item_id: str) -> dict[str, str]:
@@ -93,9 +91,7 @@ class Graded:
 
 
 def run_grader(out: Path, *args: str, timeout: float = 400) -> tuple[int, str, float]:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env.pop("LMSPEC_ADAPTER", None)
     start = time.monotonic()
     proc = subprocess.run(
@@ -152,9 +148,7 @@ class _Prefetch:
     def __init__(self, shared: Path):
         self.shared = shared
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grade-case")
-        self.futures: dict[str, Future] = {
-            n: self.pool.submit(_grade_case, n, shared) for n in CASES
-        }
+        self.futures: dict[str, Future] = {n: self.pool.submit(_grade_case, n, shared) for n in CASES}
 
     def get(self, name: str) -> Graded:
         return self.futures[name].result()
@@ -197,11 +191,7 @@ def _passed(g: Graded) -> bool:
     if g.returncode == 0:
         return True
     core = [i for i in g.data["items"] if i["group"] == "core"]
-    return (
-        g.data["compromised"]
-        and not _trust_problems(g)
-        and all(i["status"] == "pass" for i in core)
-    )
+    return g.data["compromised"] and not _trust_problems(g) and all(i["status"] == "pass" for i in core)
 
 
 def _assert_bystander(g: Graded, graded) -> None:
@@ -274,9 +264,7 @@ def test_huge_allocation_fails_with_memory_limit(graded) -> None:
     """Asking for 100 GB fails that test under --memory-limit, named as such."""
     g = graded("huge_alloc")
     assert g.item("2.silu")["status"] == "fail"
-    assert all(
-        "memory limit exceeded (--memory-limit 3 GB)" in m for m in _bad_messages(g, "2.silu")
-    )
+    assert all("memory limit exceeded (--memory-limit 3 GB)" in m for m in _bad_messages(g, "2.silu"))
     _assert_bystander(g, graded)
 
 
@@ -320,9 +308,7 @@ def test_output_flood_is_capped(graded) -> None:
         ("patch_asserts", "2.softmax", "conformance.asserts.assert_close replaced"),
     ],
 )
-def test_import_time_tampering_compromises_the_run(
-    graded, case: str, item: str, replaced: str
-) -> None:
+def test_import_time_tampering_compromises_the_run(graded, case: str, item: str, replaced: str) -> None:
     """Replacing an oracle at import fails every test that runs and marks the run compromised."""
     g = graded(case)
     assert g.returncode == 1
@@ -340,9 +326,7 @@ def test_tampering_during_a_test_fails_it_and_is_undone(graded) -> None:
     """Patching describe_mismatch inside run_silu fails that test; later tests run honestly."""
     g = graded("patch_during_test")
     assert g.data["compromised"]
-    assert any(
-        "conformance.asserts.describe_mismatch replaced" in r for r in g.data["compromised_reasons"]
-    )
+    assert any("conformance.asserts.describe_mismatch replaced" in r for r in g.data["compromised_reasons"])
     assert g.item("2.silu")["status"] == "fail"
     _assert_bystander(g, graded)
 
@@ -352,9 +336,7 @@ def test_writing_snapshots_compromises_the_run(graded) -> None:
     """A file written into snapshots/ during grading marks the run compromised."""
     g = graded("write_snapshots")
     assert g.data["compromised"]
-    assert any(
-        "snapshots/_hostile_write_snapshots.npz added" in r for r in g.data["compromised_reasons"]
-    )
+    assert any("snapshots/_hostile_write_snapshots.npz added" in r for r in g.data["compromised_reasons"])
     assert not (REPO / "snapshots" / "_hostile_write_snapshots.npz").exists()
 
 
@@ -365,17 +347,11 @@ def test_torch_functional_use_is_an_audit_finding(graded) -> None:
     assert g.item("0.from_scratch")["status"] == "fail"
     assert g.data["audit_status"] == "findings"
     runtime = [
-        f
-        for f in g.data["audit"]
-        if f["function"] == "torch.nn.functional.softmax" and f["kind"] == "runtime call"
+        f for f in g.data["audit"] if f["function"] == "torch.nn.functional.softmax" and f["kind"] == "runtime call"
     ]
-    assert runtime and runtime[0]["where"].startswith("tests/hostile/uses_functional.py:"), g.data[
-        "audit"
-    ]
+    assert runtime and runtime[0]["where"].startswith("tests/hostile/uses_functional.py:"), g.data["audit"]
     assert runtime[0]["adapter_function"] == "run_softmax"
-    assert any(
-        f["kind"] == "reference" and "uses_functional.py" in f["where"] for f in g.data["audit"]
-    )
+    assert any(f["kind"] == "reference" and "uses_functional.py" in f["where"] for f in g.data["audit"])
     assert g.item("2.linear")["status"] == "pass"
     assert _passed(g)  # the audit is not in the score: the verdict is still a pass
 
@@ -426,13 +402,10 @@ def test_item_status_rules(outcomes: list[str], status: str) -> None:
 
 def test_extended_not_provided_and_audit_partial() -> None:
     """Extended items are "not provided"; a partly-run audit with no finding passes."""
-    assert results.item_status(
-        [_t("not_provided", "not provided: run_generate")], extended=True, audit=False
-    )[0] == ("not provided")
-    assert (
-        results.item_status([_t("passed"), _t("not_implemented")], extended=False, audit=True)[0]
-        == "pass"
+    assert results.item_status([_t("not_provided", "not provided: run_generate")], extended=True, audit=False)[0] == (
+        "not provided"
     )
+    assert results.item_status([_t("passed"), _t("not_implemented")], extended=False, audit=True)[0] == "pass"
 
 
 def test_classify_timeouts_and_memory() -> None:
@@ -443,19 +416,14 @@ def test_classify_timeouts_and_memory() -> None:
         "outcome": "failed",
         "message": "Failed: Timeout (>3.0s) from pytest-timeout.",
     }
-    assert (
-        classify("n", "2.rope", [{"when": "setup", "outcome": "passed"}, call], limits).outcome
-        == "timeout"
-    )
+    assert classify("n", "2.rope", [{"when": "setup", "outcome": "passed"}, call], limits).outcome == "timeout"
     mem = {
         "when": "call",
         "outcome": "failed",
         "message": "RuntimeError: DefaultCPUAllocator: can't allocate memory",
     }
     got = classify("n", "2.rope", [mem], limits)
-    assert got.outcome == "failed" and got.message.startswith(
-        "memory limit exceeded (--memory-limit 2 GB)"
-    )
+    assert got.outcome == "failed" and got.message.startswith("memory limit exceeded (--memory-limit 2 GB)")
     skip = {"when": "setup", "outcome": "skipped", "message": "not implemented: run_rope"}
     assert classify("n", "2.rope", [skip], limits).outcome == "not_implemented"
 
@@ -481,9 +449,7 @@ def test_manifest_verification(tmp_path: Path) -> None:
     assert files.verify_manifest(tmp_path) is None
     (tmp_path / "a.npz").write_bytes(b"abc")
     digest = files.sha256_file(tmp_path / "a.npz")
-    (tmp_path / "MANIFEST").write_text(
-        f"# sha256  path  generator\n{digest}  a.npz  tools.x seed=0\n"
-    )
+    (tmp_path / "MANIFEST").write_text(f"# sha256  path  generator\n{digest}  a.npz  tools.x seed=0\n")
     assert files.verify_manifest(tmp_path) == []
     (tmp_path / "a.npz").write_bytes(b"abd")
     assert files.verify_manifest(tmp_path) == ["a.npz does not match its MANIFEST sha256"]
@@ -500,23 +466,17 @@ def test_small_suite_formats_and_batch(tmp_path: Path, suite_files_lock: Path) -
 def _batch(tmp_path: Path) -> None:
     batch = tmp_path / "subs"
     (batch / "alice" / "tests").mkdir(parents=True)
-    (batch / "alice" / "tests" / "adapters.py").write_text(
-        (FIXTURES / "adapter_good.py").read_text()
-    )
+    (batch / "alice" / "tests" / "adapters.py").write_text((FIXTURES / "adapter_good.py").read_text())
     (batch / "bob").mkdir()
     (batch / "bob" / "adapters.py").write_text("def run_softmax(x, dim):\n    return x\n")
     (batch / "carol").mkdir()
     out = tmp_path / "out"
-    rc, output, _ = run_grader(
-        out, "--batch", str(batch), "--suite", str(SMALL_SUITE), "--jobs", "2"
-    )
+    rc, output, _ = run_grader(out, "--batch", str(batch), "--suite", str(SMALL_SUITE), "--jobs", "2")
     assert rc == 1, output
     with open(out / "summary.csv") as f:
         rows = {r["name"]: r for r in csv.DictReader(f)}
     assert set(rows) == {"alice", "bob", "carol"}
-    assert rows["alice"]["passed"] == "True" and float(rows["alice"]["score"]) == float(
-        rows["alice"]["max_score"]
-    )
+    assert rows["alice"]["passed"] == "True" and float(rows["alice"]["score"]) == float(rows["alice"]["max_score"])
     assert rows["bob"]["passed"] == "False" and rows["bob"]["items_not_implemented"] == "3"
     assert "no tests/adapters.py or adapters.py" in rows["carol"]["error"]
     alice = json.loads((out / "alice" / "results.json").read_text())

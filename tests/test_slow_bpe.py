@@ -21,16 +21,10 @@ from conformance.oracles.tokenizer import (
 )
 from conformance.strategies.tokenizer import SMALL_ALPHABET, bpe_corpora, chunkings, tokenizer_text
 
-FIXTURES = Path(
-    os.environ.get("LMSPEC_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
-)
-needs_fixtures = pytest.mark.skipif(
-    not (FIXTURES / "corpus.en").is_file(), reason=f"no fixtures at {FIXTURES}"
-)
+FIXTURES = Path(os.environ.get("LMSPEC_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
+needs_fixtures = pytest.mark.skipif(not (FIXTURES / "corpus.en").is_file(), reason=f"no fixtures at {FIXTURES}")
 
-WORKED_EXAMPLE = (
-    "low low low low low lower lower widest widest widest newest newest newest newest newest newest"
-)
+WORKED_EXAMPLE = "low low low low low lower lower widest widest widest newest newest newest newest newest newest"
 WORKED_MERGES = [
     *("s t", "e st", "o w", "l ow", "w est", "n e"),
     *("ne west", "w i", "wi d", "wid est", "low e", "lowe r"),

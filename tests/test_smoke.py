@@ -21,9 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     """BPE -> encode -> train -> resume in a new process -> overfit -> generate: all pass."""
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
         [sys.executable, "-m", "tools.smoke", "--out", str(tmp_path)],
         cwd=REPO,

@@ -14,9 +14,7 @@ def test_snapshots_have_no_drift():
 def test_every_case_checked_against_float64_oracle(monkeypatch):
     """generate() refuses to write a golden that disagrees with the oracle."""
     case = snapshots.CASES["linear"]
-    monkeypatch.setitem(
-        snapshots.CASES, "linear", case._replace(oracle=lambda a: case.oracle(a) + 1.0)
-    )
+    monkeypatch.setitem(snapshots.CASES, "linear", case._replace(oracle=lambda a: case.oracle(a) + 1.0))
     try:
         snapshots.generate("linear")
     except RuntimeError as exc:

@@ -50,9 +50,7 @@ def test_adamw_runs_are_valid(run):
     init, grads = run.tensors()
     assert [len(ps) for ps in init] == [len(g.shapes) for g in run.groups]
     assert all(
-        (g is None) == (not present)
-        for row, flags in zip(grads, run.grad_present)
-        for g, present in zip(row, flags)
+        (g is None) == (not present) for row, flags in zip(grads, run.grad_present) for g, present in zip(row, flags)
     )
 
 
@@ -128,16 +126,8 @@ def test_count_range_bounds_are_chernoff_tails():
     n, p, delta = 8000, 1 / 16, 1e-8
     lo, hi = stats.accepted_count_range(n, p, delta)
     assert lo < n * p < hi
-    assert (
-        math.exp(-n * stats.kl_bernoulli((hi + 1) / n, p))
-        <= delta
-        < math.exp(-n * stats.kl_bernoulli(hi / n, p))
-    )
-    assert (
-        math.exp(-n * stats.kl_bernoulli((lo - 1) / n, p))
-        <= delta
-        < math.exp(-n * stats.kl_bernoulli(lo / n, p))
-    )
+    assert math.exp(-n * stats.kl_bernoulli((hi + 1) / n, p)) <= delta < math.exp(-n * stats.kl_bernoulli(hi / n, p))
+    assert math.exp(-n * stats.kl_bernoulli((lo - 1) / n, p)) <= delta < math.exp(-n * stats.kl_bernoulli(lo / n, p))
 
 
 def test_check_distribution_accepts_uniform_and_rejects_biased():

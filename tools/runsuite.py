@@ -15,9 +15,20 @@ def run_suite(adapter: str | Path, spec: list[str] | None = None, *extra: str, t
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [
-            sys.executable, "-m", "pytest", str(REPO / "conformance"), "-q", "-p", "no:cacheprovider",
-            "--adapter", str(adapter), "--lmspec-report", str(report), "-x" if "--no-x" not in extra else "",
-            "--hypothesis-profile", "ci",
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "conformance"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--adapter",
+            str(adapter),
+            "--lmspec-report",
+            str(report),
+            "-x" if "--no-x" not in extra else "",
+            "--hypothesis-profile",
+            "ci",
         ]
         cmd = [c for c in cmd if c] + [e for e in extra if e != "--no-x"]
         if spec:

@@ -295,9 +295,7 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
         eot_id = tokenizer.special_token_ids[EOT]
         smoke.check(
             "memory-mapped uint16 splits",
-            isinstance(train_tokens, np.memmap)
-            and train_tokens.dtype == np.uint16
-            and val_tokens.dtype == np.uint16,
+            isinstance(train_tokens, np.memmap) and train_tokens.dtype == np.uint16 and val_tokens.dtype == np.uint16,
             f"train {len(train_tokens):,} + val {len(val_tokens):,} tokens, {train_tokens.dtype}",
         )
         smoke.check(
@@ -348,8 +346,7 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
         smoke.check(
             "far below ln V",
             val_loss is not None and val_loss < uniform - BEAT_UNIFORM_BY,
-            f"val {val_loss:.4f} < ln V {uniform:.4f} - {BEAT_UNIFORM_BY} "
-            f"(untrained: {records[0]['val_loss']:.4f})",
+            f"val {val_loss:.4f} < ln V {uniform:.4f} - {BEAT_UNIFORM_BY} (untrained: {records[0]['val_loss']:.4f})",
         )
         from reference.plotting import plot_loss_curve
 
@@ -388,9 +385,7 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
             os.environ,
             PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
         )
-        proc = subprocess.run(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        proc = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         print(_indent(proc.stdout), end="")
         if proc.returncode != 0:
             raise SmokeFailure(f"resumed training exited with {proc.returncode}")
@@ -489,12 +484,8 @@ def _report(smoke: Smoke, budget: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.smoke", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="keep outputs here (default: a temp dir)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.smoke", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="keep outputs here (default: a temp dir)")
     parser.add_argument(
         "--no-typecheck",
         action="store_true",
@@ -513,9 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["JAXTYPING_DISABLE"] = "1"
     with contextlib.ExitStack() as stack:
         if args.out is None:
-            args.out = Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="lmspec-smoke-"))
-            )
+            args.out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lmspec-smoke-")))
         args.out.mkdir(parents=True, exist_ok=True)
         print(f"smoke run in {args.out}")
         smoke = Smoke(args.out)

@@ -38,13 +38,8 @@ def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
     return torch.randn(*shape, generator=g) * scale
 
 
-def _block_weights(
-    g: torch.Generator, d_model: int, d_ff: int, prefix: str = ""
-) -> dict[str, torch.Tensor]:
-    w = {
-        f"{prefix}attn.{n}_proj.weight": _randn(g, d_model, d_model, scale=d_model**-0.5)
-        for n in "qkv"
-    }
+def _block_weights(g: torch.Generator, d_model: int, d_ff: int, prefix: str = "") -> dict[str, torch.Tensor]:
+    w = {f"{prefix}attn.{n}_proj.weight": _randn(g, d_model, d_model, scale=d_model**-0.5) for n in "qkv"}
     w[f"{prefix}attn.output_proj.weight"] = _randn(g, d_model, d_model, scale=d_model**-0.5)
     w[f"{prefix}ffn.w1.weight"] = _randn(g, d_ff, d_model, scale=d_model**-0.5)
     w[f"{prefix}ffn.w3.weight"] = _randn(g, d_ff, d_model, scale=d_model**-0.5)
@@ -63,9 +58,7 @@ def _lm_weights(g: torch.Generator) -> dict[str, torch.Tensor]:
     return w
 
 
-_LM_CFG = O.ModelConfig(
-    vocab_size=64, context_length=12, d_model=16, num_layers=2, num_heads=4, d_ff=48
-)
+_LM_CFG = O.ModelConfig(vocab_size=64, context_length=12, d_model=16, num_layers=2, num_heads=4, d_ff=48)
 
 
 def _sdpa_mask(g: torch.Generator) -> torch.Tensor:
@@ -150,9 +143,7 @@ CASES: dict[str, Case] = {
         "2.sdpa",
         "run_scaled_dot_product_attention",
         7,
-        lambda g: dict(
-            Q=_randn(g, 2, 5, 8), K=_randn(g, 2, 7, 8), V=_randn(g, 2, 7, 6), mask=_sdpa_mask(g)
-        ),
+        lambda g: dict(Q=_randn(g, 2, 5, 8), K=_randn(g, 2, 7, 8), V=_randn(g, 2, 7, 6), mask=_sdpa_mask(g)),
         lambda a: O.sdpa(a["Q"], a["K"], a["V"], a["mask"]),
         "SDPA_F32",
     ),
@@ -231,9 +222,7 @@ def generate(name: str) -> bytes:
     expected = getattr(adapter, case.function)(**kwargs)
     problem = describe_mismatch(expected, case.oracle(kwargs), getattr(T, case.tol))
     if problem is not None:
-        raise RuntimeError(
-            f"reference disagrees with the float64 oracle on snapshot {name!r}: {problem}"
-        )
+        raise RuntimeError(f"reference disagrees with the float64 oracle on snapshot {name!r}: {problem}")
     meta = {"spec": case.spec, "function": case.function, "tolerance": case.tol, "seed": case.seed}
     return npz_bytes(pack(kwargs, expected, meta))
 
@@ -248,10 +237,7 @@ def regenerate() -> None:
         rel = f"nn/{name}.npz"
         (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / rel).write_bytes(data)
-        lines.append(
-            f"{sha256(data)}  {rel}  tools.snapshots:{name} "
-            f"seed={case.seed} torch={torch.__version__}"
-        )
+        lines.append(f"{sha256(data)}  {rel}  tools.snapshots:{name} seed={case.seed} torch={torch.__version__}")
         print(f"wrote snapshots/{rel} ({len(data)} bytes)")
     MANIFEST.write_text("\n".join(lines) + "\n")
 
@@ -272,16 +258,12 @@ def verify(check_regeneration: bool, root: Path = ROOT) -> list[str]:
         for name in CASES:
             rel = f"nn/{name}.npz"
             if rel in manifest and sha256(generate(name)) != manifest[rel]:
-                problems.append(
-                    f"{rel}: regenerating from reference/ gives different bytes (drift)"
-                )
+                problems.append(f"{rel}: regenerating from reference/ gives different bytes (drift)")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["regenerate", "verify"])
     parser.add_argument(
         "--regenerate",

@@ -84,9 +84,9 @@ def gpt2_tokenizer_files(fixtures_dir: Path) -> tuple[dict[int, bytes], list[Pai
 
 def official_corpus_en_output(fixtures_dir: Path) -> tuple[dict[int, bytes], list[Pair]]:
     """Expected ``train_bpe(corpus.en, 500, ["<|endoftext|>"])`` (official trainer)."""
-    return read_printable_vocab(
-        fixtures_dir / "train-bpe-reference-vocab.json"
-    ), read_printable_merges(fixtures_dir / "train-bpe-reference-merges.txt")
+    return read_printable_vocab(fixtures_dir / "train-bpe-reference-vocab.json"), read_printable_merges(
+        fixtures_dir / "train-bpe-reference-merges.txt"
+    )
 
 
 # --- encode oracle -------------------------------------------------------------
@@ -127,9 +127,7 @@ def _build_tiktoken(merges: Sequence[Pair]) -> tiktoken.Encoding:
     ranks = {bytes([b]): b for b in range(256)}
     for i, (a, b) in enumerate(merges):
         ranks.setdefault(a + b, 256 + i)
-    return tiktoken.Encoding(
-        "lmspec-oracle", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={}
-    )
+    return tiktoken.Encoding("lmspec-oracle", pat_str=r"[\s\S]+", mergeable_ranks=ranks, special_tokens={})
 
 
 def bpe_by_pairs(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
@@ -159,17 +157,13 @@ class EncodeOracle:
     special_tokens)``, as ids (:meth:`encode`) or as byte pieces (:meth:`pieces`;
     a special token is its ``str``)."""
 
-    def __init__(
-        self, vocab: dict[int, bytes], merges: Sequence[Pair], special_tokens: Sequence[str] = ()
-    ):
+    def __init__(self, vocab: dict[int, bytes], merges: Sequence[Pair], special_tokens: Sequence[str] = ()):
         self.vocab = dict(vocab)
         self._merges_arg = merges  # the caller's object: key of the tiktoken cache
         self.merges = list(merges)
         self.special_tokens = list(special_tokens)
         self.special_ids = special_token_ids(self.vocab, self.special_tokens)
-        self.full_vocab = dict(self.vocab) | {
-            i: s.encode("utf-8") for s, i in self.special_ids.items()
-        }
+        self.full_vocab = dict(self.vocab) | {i: s.encode("utf-8") for s, i in self.special_ids.items()}
         self.inverse = {v: k for k, v in sorted(self.vocab.items(), reverse=True)}
         self.pair_rank: dict[Pair, int] = {}
         for i, p in enumerate(self.merges):
@@ -199,10 +193,7 @@ class EncodeOracle:
         return out
 
     def encode(self, text: str, mode: str = "tiktoken") -> list[int]:
-        return [
-            self.special_ids[p] if isinstance(p, str) else self.inverse.get(p, -1)
-            for p in self.pieces(text, mode)
-        ]
+        return [self.special_ids[p] if isinstance(p, str) else self.inverse.get(p, -1) for p in self.pieces(text, mode)]
 
     def piece_of(self, token_id: int) -> bytes:
         """The bytes of an id (specials included); unknown ids as a marker."""
@@ -219,12 +210,7 @@ class EncodeOracle:
         for g, e in zip(got, expected):
             if g == e:
                 continue
-            if (
-                g in specials
-                or e in specials
-                or g not in self.vocab
-                or self.vocab[g] != self.vocab[e]
-            ):
+            if g in specials or e in specials or g not in self.vocab or self.vocab[g] != self.vocab[e]:
                 return False
         return True
 
@@ -296,9 +282,7 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
 def _split_shortest(text: str, specials: Sequence[str]) -> list[tuple[str, bool]]:
     if not specials:
         return [(text, False)] if text else []
-    shortest_first = regex.compile(
-        "|".join(regex.escape(s) for s in sorted(set(specials), key=len))
-    )
+    shortest_first = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=len)))
     out: list[tuple[str, bool]] = []
     pos = 0
     for m in shortest_first.finditer(text):
@@ -312,11 +296,9 @@ def _split_shortest(text: str, specials: Sequence[str]) -> list[tuple[str, bool]
 
 
 ENCODE_BUGS: dict[str, str] = {
-    "first_position": "merges applied at the leftmost position where any merge applies, "
-    "not lowest rank first",
+    "first_position": "merges applied at the leftmost position where any merge applies, not lowest rank first",
     "no_pretokenize": "no GPT-2 pre-tokenization: merges applied across pre-token boundaries",
-    "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run "
-    "must start the next word",
+    "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run must start the next word",
     "specials_as_text": "special tokens not split off before pre-tokenization",
     "shortest_special": "shorter special token matched first; the longest match must win",
 }
@@ -347,10 +329,7 @@ def assert_encodes(oracle: EncodeOracle, got: Sequence[int], text: str, *, rule:
         return
     lines = [f"{rule}: {problem}"]
     lines += [f"  likely cause: {cause}" for cause in encode_hints(oracle, got, text)]
-    lines.append(
-        f"  input: {text[:300]!r}{'...' if len(text) > 300 else ''} "
-        f"(special tokens {oracle.special_tokens})"
-    )
+    lines.append(f"  input: {text[:300]!r}{'...' if len(text) > 300 else ''} (special tokens {oracle.special_tokens})")
     raise AssertionError("\n".join(lines))
 
 

@@ -127,9 +127,7 @@ class AdamWOracle:
         else:
             denom = root / math.sqrt(bc2) + (0.0 if bugs.eps_inside_sqrt else hp.eps)
             update = (hp.lr / bc1) * m / denom
-        decay = (
-            0.0 if bugs.l2_in_gradient else (alpha_t if bugs.decay_with_alpha_t else hp.lr) * lam
-        )
+        decay = 0.0 if bugs.l2_in_gradient else (alpha_t if bugs.decay_with_alpha_t else hp.lr) * lam
         if self.decay == "before":
             p.mul_(1 - decay).sub_(update)
         else:
@@ -169,9 +167,7 @@ def torch_adamw_trajectory(
     grads: Sequence[Sequence[Tensor | None]],
 ) -> Tensor:
     """The same run through torch.optim.AdamW in float64 (foreach off)."""
-    params = [
-        [p.detach().to("cpu", F64).clone().requires_grad_(True) for p in ps] for ps, _ in groups
-    ]
+    params = [[p.detach().to("cpu", F64).clone().requires_grad_(True) for p in ps] for ps, _ in groups]
     opt = _AdamW(
         [{"params": ps, **hp.as_kwargs()} for ps, (_, hp) in zip(params, groups)],
         foreach=False,
@@ -194,13 +190,9 @@ def accepted_adamw_trajectories(groups: Groups, grads: Grads) -> dict[str, Calla
     """Every AdamW the SPEC accepts (decay before/after; torch's eps placement
     as the official test does), as lazy trajectories."""
     return {
-        "torch.optim.AdamW (decay before the update)": lambda: torch_adamw_trajectory(
-            groups, grads
-        ),
+        "torch.optim.AdamW (decay before the update)": lambda: torch_adamw_trajectory(groups, grads),
         "SPEC formula, decay before the update": lambda: adamw_trajectory(groups, grads),
-        "SPEC formula, decay after the update": lambda: adamw_trajectory(
-            groups, grads, decay="after"
-        ),
+        "SPEC formula, decay after the update": lambda: adamw_trajectory(groups, grads, decay="after"),
         "torch's eps placement, decay after the update": lambda: adamw_trajectory(
             groups, grads, decay="after", eps_form="torch"
         ),
@@ -258,9 +250,7 @@ def cosine_lr(t: int, alpha_max: float, alpha_min: float, warmup: int, cycle: in
     if t < warmup:
         return alpha_max * t / warmup
     if t <= cycle:
-        return alpha_min + 0.5 * (1 + math.cos(math.pi * (t - warmup) / (cycle - warmup))) * (
-            alpha_max - alpha_min
-        )
+        return alpha_min + 0.5 * (1 + math.cos(math.pi * (t - warmup) / (cycle - warmup))) * (alpha_max - alpha_min)
     return alpha_min
 
 
@@ -273,11 +263,7 @@ def cosine_lr_bugs() -> dict[str, Callable[[int, float, float, int, int], float]
 
     def in_cosine(f):
         def sched(t, a_max, a_min, tw, tc):
-            return (
-                a_min + f(t, tw, tc) * (a_max - a_min)
-                if tw <= t <= tc
-                else cosine_lr(t, a_max, a_min, tw, tc)
-            )
+            return a_min + f(t, tw, tc) * (a_max - a_min) if tw <= t <= tc else cosine_lr(t, a_max, a_min, tw, tc)
 
         return sched
 
@@ -285,20 +271,12 @@ def cosine_lr_bugs() -> dict[str, Callable[[int, float, float, int, int], float]
         return a_max * (t + 1) / tw if t < tw else cosine_lr(t, a_max, a_min, tw, tc)
 
     def never_floors(t, a_max, a_min, tw, tc):
-        return (
-            a_min + _cos((t - tw) / (tc - tw)) * (a_max - a_min)
-            if t >= tw
-            else cosine_lr(t, a_max, a_min, tw, tc)
-        )
+        return a_min + _cos((t - tw) / (tc - tw)) * (a_max - a_min) if t >= tw else cosine_lr(t, a_max, a_min, tw, tc)
 
     return {
         "warmup off by one: α_max·(t+1)/T_w": warmup_ahead,
-        "cosine progress over T_c instead of T_c − T_w": in_cosine(
-            lambda t, tw, tc: _cos((t - tw) / tc)
-        ),
-        "cosine progress t/T_c instead of (t − T_w)/(T_c − T_w)": in_cosine(
-            lambda t, tw, tc: _cos(t / tc)
-        ),
+        "cosine progress over T_c instead of T_c − T_w": in_cosine(lambda t, tw, tc: _cos((t - tw) / tc)),
+        "cosine progress t/T_c instead of (t − T_w)/(T_c − T_w)": in_cosine(lambda t, tw, tc: _cos(t / tc)),
         "after T_c the cosine continues instead of staying at α_min": never_floors,
     }
 

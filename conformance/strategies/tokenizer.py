@@ -80,18 +80,14 @@ def unicode_text(*, max_size: int = 60) -> st.SearchStrategy[str]:
     return st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size)
 
 
-def tokenizer_text(
-    *, specials: tuple[str, ...] = (), max_fragments: int = 12
-) -> st.SearchStrategy[str]:
+def tokenizer_text(*, specials: tuple[str, ...] = (), max_fragments: int = 12) -> st.SearchStrategy[str]:
     """Text made of fragments that stress pre-tokenization and BPE: runs over
     the small alphabet, whitespace runs, contractions, digits next to letters,
     arbitrary Unicode, and (when given) special tokens, also back to back."""
     fragments = [
         st.text(SMALL_ALPHABET, min_size=1, max_size=10),
         st.sampled_from(WHITESPACE_RUNS),
-        st.sampled_from(
-            ("don't", "we'll", "I'M", "it's", "'re", "x1y22z", "3.14", "😀", "日本語", "naïve café")
-        ),
+        st.sampled_from(("don't", "we'll", "I'M", "it's", "'re", "x1y22z", "3.14", "😀", "日本語", "naïve café")),
         unicode_text(max_size=4),
     ]
     if specials:

@@ -102,16 +102,12 @@ class AdamWRun(NamedTuple):
 
 
 @st.composite
-def adamw_runs(
-    draw: st.DrawFn, *, max_steps: int = MAX_ADAMW_STEPS, max_groups: int = 3
-) -> AdamWRun:
+def adamw_runs(draw: st.DrawFn, *, max_steps: int = MAX_ADAMW_STEPS, max_groups: int = 3) -> AdamWRun:
     defaults = draw(adamw_hypers(), label="defaults")
     n_groups = draw(st.integers(1, max_groups), label="n_groups")
     groups = []
     for i in range(n_groups):
-        group_shapes = draw(
-            st.lists(shapes, min_size=1, max_size=MAX_PARAMS_PER_GROUP), label=f"shapes{i}"
-        )
+        group_shapes = draw(st.lists(shapes, min_size=1, max_size=MAX_PARAMS_PER_GROUP), label=f"shapes{i}")
         own = draw(st.booleans(), label=f"own_hyper{i}") if i else n_groups > 1
         hyper = draw(adamw_hypers(), label=f"hyper{i}") if own else defaults
         groups.append(AdamWGroup(tuple(group_shapes), hyper, own))
@@ -119,10 +115,7 @@ def adamw_runs(
     n_params = sum(len(g.shapes) for g in groups)
     sometimes_none = draw(st.booleans(), label="sometimes_none")
     present = tuple(
-        tuple(
-            draw(st.booleans(), label=f"present{s}") if sometimes_none else True
-            for _ in range(n_params)
-        )
+        tuple(draw(st.booleans(), label=f"present{s}") if sometimes_none else True for _ in range(n_params))
         for s in range(steps)
     )
     grad_scale = draw(log_uniform(1e-4, 10.0), label="grad_scale")
@@ -151,13 +144,9 @@ class Schedule(NamedTuple):
 
 
 @st.composite
-def schedules(
-    draw: st.DrawFn, *, min_warmup: int = 1, max_iters: int = MAX_SCHEDULE_ITERS
-) -> Schedule:
+def schedules(draw: st.DrawFn, *, min_warmup: int = 1, max_iters: int = MAX_SCHEDULE_ITERS) -> Schedule:
     alpha_max = draw(log_uniform(1e-5, 10.0), label="alpha_max")
-    alpha_min = alpha_max * draw(
-        st.sampled_from([0.0, 0.1]) | st.floats(0.0, 1.0), label="min_fraction"
-    )
+    alpha_min = alpha_max * draw(st.sampled_from([0.0, 0.1]) | st.floats(0.0, 1.0), label="min_fraction")
     warmup = draw(st.integers(min_warmup, max_iters // 2), label="warmup")
     cycle = draw(st.integers(warmup + 1, max_iters), label="cycle")
     return Schedule(alpha_max, alpha_min, warmup, cycle)
@@ -208,9 +197,7 @@ def temperature_cases(draw: st.DrawFn) -> TemperatureCase:
     vocab = draw(st.integers(2, MAX_VOCAB), label="vocab")
     scale = draw(log_uniform(0.1, 100.0), label="scale")
     temperature = draw(log_uniform(0.05, 10.0), label="temperature")
-    return TemperatureCase(
-        lead, vocab, scale, temperature, draw(st.integers(0, 2**16), label="seed")
-    )
+    return TemperatureCase(lead, vocab, scale, temperature, draw(st.integers(0, 2**16), label="seed"))
 
 
 class TopPCase(NamedTuple):
@@ -222,9 +209,7 @@ class TopPCase(NamedTuple):
 @st.composite
 def top_p_cases(draw: st.DrawFn) -> TopPCase:
     weights = draw(
-        st.lists(
-            st.sampled_from([0.0, 1.0, 2.0]) | st.floats(0.0, 10.0), min_size=2, max_size=MAX_VOCAB
-        ),
+        st.lists(st.sampled_from([0.0, 1.0, 2.0]) | st.floats(0.0, 10.0), min_size=2, max_size=MAX_VOCAB),
         label="weights",
     )
     if sum(weights) <= 0:

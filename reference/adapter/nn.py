@@ -147,9 +147,7 @@ def run_multihead_self_attention_with_rope(
     weights = _attention_weights(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight)
     if d_model % num_heads != 0:  # checked here too so the message is not about RoPE's d_k
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-    rope = RotaryPositionalEmbedding(
-        float(theta), d_model // num_heads, max_seq_len, device=q_proj_weight.device
-    )
+    rope = RotaryPositionalEmbedding(float(theta), d_model // num_heads, max_seq_len, device=q_proj_weight.device)
     attn = CausalMultiHeadSelfAttention(d_model, num_heads, rope, **_factory(weights))
     load_weights(attn, weights)
     return attn(in_features, token_positions)
@@ -182,9 +180,7 @@ def _block(
     if d_model % num_heads != 0:
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
     rope = (
-        RotaryPositionalEmbedding(
-            float(theta), d_model // num_heads, max_seq_len, device=factory["device"]
-        )
+        RotaryPositionalEmbedding(float(theta), d_model // num_heads, max_seq_len, device=factory["device"])
         if use_rope
         else None
     )
@@ -227,9 +223,7 @@ def run_transformer_lm(
     weights: dict[str, Tensor],
     in_indices: Integer[Tensor, " ... sequence_length"],
 ) -> Float[Tensor, " ... sequence_length vocab_size"]:
-    config = ModelConfig(
-        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta)
-    )
+    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta))
     model = TransformerLM(config, **_factory(weights))
     load_weights(model, weights)
     return model(in_indices)
@@ -283,9 +277,7 @@ def run_transformer_block_ablation(
     use_rope: bool = True,
     ffn: str = "swiglu",
 ) -> Float[Tensor, " ... sequence_length d_model"]:
-    block = _block(
-        d_model, num_heads, d_ff, max_seq_len, theta, weights, norm=norm, use_rope=use_rope, ffn=ffn
-    )
+    block = _block(d_model, num_heads, d_ff, max_seq_len, theta, weights, norm=norm, use_rope=use_rope, ffn=ffn)
     return block(in_features)
 
 

@@ -52,9 +52,7 @@ def run_get_batch(
     return get_batch(dataset, batch_size, context_length, device)
 
 
-def run_cross_entropy(
-    inputs: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]
-) -> Float[Tensor, ""]:
+def run_cross_entropy(inputs: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]) -> Float[Tensor, ""]:
     """Mean cross-entropy of logits ``inputs`` against ``targets`` (SPEC §3)."""
     return cross_entropy(inputs, targets)
 
@@ -90,9 +88,7 @@ def run_save_checkpoint(
     save_checkpoint(model, optimizer, iteration, out)
 
 
-def run_load_checkpoint(
-    src: CheckpointSource, model: torch.nn.Module, optimizer: torch.optim.Optimizer
-) -> int:
+def run_load_checkpoint(src: CheckpointSource, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Restore model and optimizer from ``src``; return the saved iteration (SPEC §3)."""
     return load_checkpoint(src, model, optimizer)
 
@@ -100,9 +96,7 @@ def run_load_checkpoint(
 # --- extended profile (lmspec) ------------------------------------------------
 
 
-def run_perplexity(
-    inputs: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]
-) -> Float[Tensor, ""]:
+def run_perplexity(inputs: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]) -> Float[Tensor, ""]:
     """``exp(mean cross-entropy)`` (SPEC §3 perplexity)."""
     return perplexity(inputs, targets)
 

@@ -29,9 +29,7 @@ def scaled_dot_product_attention(
     return attend(Q, K, V, bias)
 
 
-def causal_bias(
-    seq: int, dtype: torch.dtype, device: torch.device | str | None = None
-) -> Float[Tensor, "seq seq"]:
+def causal_bias(seq: int, dtype: torch.dtype, device: torch.device | str | None = None) -> Float[Tensor, "seq seq"]:
     """Additive causal mask: 0 where key j ≤ query i, −inf above the diagonal."""
     return torch.full((seq, seq), -math.inf, dtype=dtype, device=device).triu_(1)
 
@@ -120,9 +118,7 @@ class CausalMultiHeadSelfAttention(nn.Module):
         heads = attend(q, k, v, causal_bias(seq, q.dtype, x.device))  # (..., h, seq, d_head)
         return self.output_proj(heads.transpose(-3, -2).flatten(-2))
 
-    def _split_heads(
-        self, x: Float[Tensor, "... seq d_model"]
-    ) -> Float[Tensor, "... h seq d_head"]:
+    def _split_heads(self, x: Float[Tensor, "... seq d_model"]) -> Float[Tensor, "... h seq d_head"]:
         # (..., seq, h·d_head) -> (..., h, seq, d_head): head 0 owns the first rows of W
         return x.unflatten(-1, (self.num_heads, self.d_head)).transpose(-3, -2)
 

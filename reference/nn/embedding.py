@@ -22,15 +22,10 @@ class Embedding(nn.Module):
     ) -> None:
         super().__init__()
         if num_embeddings <= 0 or embedding_dim <= 0:
-            raise ValueError(
-                f"num_embeddings ({num_embeddings}) and embedding_dim ({embedding_dim}) "
-                "must be positive"
-            )
+            raise ValueError(f"num_embeddings ({num_embeddings}) and embedding_dim ({embedding_dim}) must be positive")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        self.weight = nn.Parameter(
-            torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype)
-        )
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
         nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
 
     def forward(self, token_ids: Integer[Tensor, " ..."]) -> Float[Tensor, "... embedding_dim"]:

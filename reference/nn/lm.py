@@ -42,9 +42,7 @@ class ModelConfig:
             if value <= 0:
                 raise ValueError(f"{name} ({value}) must be positive")
         if self.d_model % self.num_heads != 0:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
-            )
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
         if self.use_rope and self.d_head % 2 != 0:
             raise ValueError(
                 f"RoPE needs an even head dimension: d_model / num_heads "
@@ -79,9 +77,7 @@ class TransformerLM(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = Embedding(config.vocab_size, config.d_model, **factory)
         rope = (
-            RotaryPositionalEmbedding(
-                float(config.rope_theta), config.d_head, config.context_length, device=device
-            )
+            RotaryPositionalEmbedding(float(config.rope_theta), config.d_head, config.context_length, device=device)
             if config.use_rope
             else None
         )
@@ -98,14 +94,10 @@ class TransformerLM(nn.Module):
             )
             for _ in range(config.num_layers)
         )
-        self.ln_final = (
-            None if config.norm == "none" else RMSNorm(config.d_model, config.eps, **factory)
-        )
+        self.ln_final = None if config.norm == "none" else RMSNorm(config.d_model, config.eps, **factory)
         self.lm_head = Linear(config.d_model, config.vocab_size, **factory)
 
-    def forward(
-        self, in_indices: Integer[Tensor, "... seq"]
-    ) -> Float[Tensor, "... seq vocab_size"]:
+    def forward(self, in_indices: Integer[Tensor, "... seq"]) -> Float[Tensor, "... seq vocab_size"]:
         """Unnormalised next-token logits for every position; any ``seq ≤ context_length``."""
         if in_indices.dtype not in (torch.int32, torch.int64):
             in_indices = in_indices.long()  # e.g. uint16 token files: torch cannot index with them

@@ -78,14 +78,10 @@ class RotaryPositionalEmbedding(nn.Module):
         defaults to ``0 .. seq-1``."""
         seq, d_k = x.shape[-2], x.shape[-1]
         if d_k != self.d_k:
-            raise ValueError(
-                f"x has last dimension {d_k}, this RoPE was built for d_k ({self.d_k})"
-            )
+            raise ValueError(f"x has last dimension {d_k}, this RoPE was built for d_k ({self.d_k})")
         if token_positions is None:
             if seq > self.max_seq_len:
-                raise ValueError(
-                    f"sequence length ({seq}) exceeds max_seq_len ({self.max_seq_len})"
-                )
+                raise ValueError(f"sequence length ({seq}) exceeds max_seq_len ({self.max_seq_len})")
         else:
             if token_positions.dtype not in (torch.int32, torch.int64):
                 # uint8 would index as a mask; uint16 cannot index (or aminmax) at all
@@ -93,9 +89,7 @@ class RotaryPositionalEmbedding(nn.Module):
             self._check_positions(token_positions)
 
         if x.dtype == torch.float64:
-            positions = (
-                torch.arange(seq, device=x.device) if token_positions is None else token_positions
-            )
+            positions = torch.arange(seq, device=x.device) if token_positions is None else token_positions
             cos, sin = rope_tables(positions.to(torch.float64), self.theta, self.d_k)
         elif token_positions is None:
             # positions 0..seq-1 are a prefix of the tables: a view, no gather
@@ -114,8 +108,7 @@ class RotaryPositionalEmbedding(nn.Module):
         low, high = (int(v) for v in torch.aminmax(token_positions))
         if high >= self.max_seq_len:
             raise ValueError(
-                f"token position {high} is out of range: positions must be < max_seq_len "
-                f"({self.max_seq_len})"
+                f"token position {high} is out of range: positions must be < max_seq_len ({self.max_seq_len})"
             )
         if low < 0:
             raise ValueError(f"token position {low} is negative: positions must be >= 0")

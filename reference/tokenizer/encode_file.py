@@ -108,9 +108,7 @@ def encode_file(
     """
     source = Path(input_path)
     if not source.is_file():
-        raise FileNotFoundError(
-            f"encode_file: input file {str(source)!r} does not exist or is not a file"
-        )
+        raise FileNotFoundError(f"encode_file: input file {str(source)!r} does not exist or is not a file")
     dtype = token_dtype(len(tokenizer.vocab))
     typecode = "H" if dtype == np.uint16 else "I"
     if array(typecode).itemsize != dtype.itemsize:

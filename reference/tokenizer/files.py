@@ -43,10 +43,7 @@ def save_vocab_merges(
     ]
     Path(vocab_path).write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     Path(merges_path).write_text(
-        "".join(
-            f"{a.decode('latin-1').translate(table)} {b.decode('latin-1').translate(table)}\n"
-            for a, b in merges
-        ),
+        "".join(f"{a.decode('latin-1').translate(table)} {b.decode('latin-1').translate(table)}\n" for a, b in merges),
         encoding="utf-8",
     )
 
@@ -66,9 +63,7 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(
-            f"{str(path)!r}: not UTF-8 (byte offset {err.start}: {err.reason})"
-        ) from None
+        raise ValueError(f"{str(path)!r}: not UTF-8 (byte offset {err.start}: {err.reason})") from None
 
 
 def load_vocab(vocab_path: PathLike) -> dict[int, bytes]:
@@ -95,10 +90,7 @@ def load_vocab(vocab_path: PathLike) -> dict[int, bytes]:
                 f"non-negative integer, got {token_id!r}"
             )
         if token_id in vocab:
-            raise ValueError(
-                f"{str(path)!r} line {_line_of(text, key)}: id {token_id} is used twice "
-                f"(token {key!r})"
-            )
+            raise ValueError(f"{str(path)!r} line {_line_of(text, key)}: id {token_id} is used twice (token {key!r})")
         try:
             vocab[token_id] = key.translate(to_latin1).encode("latin-1")
         except UnicodeEncodeError:
@@ -124,10 +116,7 @@ def load_merges(merges_path: PathLike) -> list[tuple[bytes, bytes]]:
             continue
         parts = line.split(" ")
         if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ValueError(
-                f"{str(path)!r} line {number}: expected two tokens separated by one space, "
-                f"got {line!r}"
-            )
+            raise ValueError(f"{str(path)!r} line {number}: expected two tokens separated by one space, got {line!r}")
         try:
             left = parts[0].translate(to_latin1).encode("latin-1")
             right = parts[1].translate(to_latin1).encode("latin-1")

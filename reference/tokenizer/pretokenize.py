@@ -34,14 +34,10 @@ GPT2_REGEX: regex.Pattern = regex.compile(GPT2_PATTERN)
 def _check_special_tokens(special_tokens: Sequence[str]) -> tuple[str, ...]:
     """Deduplicated special tokens in first-seen order; rejects the empty string."""
     if isinstance(special_tokens, str):
-        raise TypeError(
-            f"special_tokens must be a list of strings, not the string {special_tokens!r}"
-        )
+        raise TypeError(f"special_tokens must be a list of strings, not the string {special_tokens!r}")
     for i, token in enumerate(special_tokens):
         if token == "":
-            raise ValueError(
-                f"special_tokens[{i}] is the empty string; a special token needs a character"
-            )
+            raise ValueError(f"special_tokens[{i}] is the empty string; a special token needs a character")
     return tuple(dict.fromkeys(special_tokens))
 
 

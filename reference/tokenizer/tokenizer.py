@@ -149,9 +149,7 @@ class Tokenizer:
             ids += self._encode_pretokens(GPT2_REGEX.findall(text, start))
         return ids
 
-    def encode_iterable(
-        self, iterable: Iterable[str], *, flush_chars: int = FLUSH_CHARS
-    ) -> Iterator[int]:
+    def encode_iterable(self, iterable: Iterable[str], *, flush_chars: int = FLUSH_CHARS) -> Iterator[int]:
         """Lazily yield ``encode("".join(iterable))``, whatever the chunking (SPEC §1.3).
 
         Text is buffered and, once ``flush_chars`` characters are pending, the
@@ -174,9 +172,7 @@ class Tokenizer:
         threshold = flush_chars
         for chunk in iterable:
             if not isinstance(chunk, str):
-                raise TypeError(
-                    f"encode_iterable expects str chunks, got {type(chunk).__name__}: {chunk!r:.60}"
-                )
+                raise TypeError(f"encode_iterable expects str chunks, got {type(chunk).__name__}: {chunk!r:.60}")
             parts.append(chunk)
             pending += len(chunk)
             if pending >= threshold:
@@ -202,9 +198,7 @@ class Tokenizer:
                 if match.start() >= hold:
                     break
                 if match.start() > segment_start:
-                    ids += self._encode_pretokens(
-                        GPT2_REGEX.findall(text, segment_start, match.start())
-                    )
+                    ids += self._encode_pretokens(GPT2_REGEX.findall(text, segment_start, match.start()))
                 ids.append(self._special_ids[match.group()])
                 segment_start = match.end()
         pretokens, consumed = split_final_pretokens(text[segment_start : max(hold, segment_start)])
@@ -252,11 +246,7 @@ class Tokenizer:
         n = len(tokens)
         following = [*range(1, n), -1]
         preceding = list(range(-1, n - 1))
-        heap = [
-            (r, i)
-            for i, pair in enumerate(itertools.pairwise(ids))
-            if (r := ranks_get(pair)) is not None
-        ]
+        heap = [(r, i) for i, pair in enumerate(itertools.pairwise(ids)) if (r := ranks_get(pair)) is not None]
         heapify(heap)
         while heap:
             rank, i = heappop(heap)
@@ -280,8 +270,7 @@ class Tokenizer:
         for b in pretoken.encode("utf-8"):
             if self._byte_ids[b] is None:
                 raise ValueError(
-                    f"cannot encode {pretoken!r}: byte 0x{b:02x} has no single-byte token "
-                    "in the vocabulary"
+                    f"cannot encode {pretoken!r}: byte 0x{b:02x} has no single-byte token in the vocabulary"
                 )
 
     # --- decoding -------------------------------------------------------------
@@ -296,18 +285,14 @@ class Tokenizer:
         try:
             data = b"".join([vocab[i] for i in ids])
         except (KeyError, TypeError):
-            data = b"".join(
-                [vocab[self._checked_id(i, position)] for position, i in enumerate(ids)]
-            )
+            data = b"".join([vocab[self._checked_id(i, position)] for position, i in enumerate(ids)])
         return data.decode("utf-8", errors="replace")
 
     def _checked_id(self, token_id: object, position: int) -> int:
         try:
             value = operator.index(token_id)  # numpy / torch integer scalars
         except TypeError:
-            raise ValueError(
-                f"decode: id {token_id!r} at position {position} is not an integer"
-            ) from None
+            raise ValueError(f"decode: id {token_id!r} at position {position} is not an integer") from None
         if value not in self.vocab or isinstance(token_id, bool):
             raise ValueError(
                 f"decode: unknown token id {token_id!r} at position {position} "

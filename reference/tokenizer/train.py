@@ -82,9 +82,7 @@ def train_bpe(
     _check_vocab_size(vocab_size, specials)
     path = Path(input_path)
     if not path.is_file():
-        raise FileNotFoundError(
-            f"train_bpe: input file {str(path)!r} does not exist or is not a file"
-        )
+        raise FileNotFoundError(f"train_bpe: input file {str(path)!r} does not exist or is not a file")
     if progress is None:
         progress = path.stat().st_size >= PROGRESS_MIN_BYTES
     counts = count_file_pretokens(path, specials, num_workers=num_workers, progress=progress)
@@ -95,8 +93,7 @@ def _check_vocab_size(vocab_size: int, specials: tuple[str, ...]) -> None:
     smallest = 256 + len(specials)
     if vocab_size < smallest:
         raise ValueError(
-            f"vocab_size ({vocab_size}) must be at least {smallest}: "
-            f"256 byte tokens + {len(specials)} special token(s)"
+            f"vocab_size ({vocab_size}) must be at least {smallest}: 256 byte tokens + {len(specials)} special token(s)"
         )
 
 
@@ -127,11 +124,7 @@ def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> tuple[dict[str, 
 
 def _specials_can_overlap(encoded: list[bytes]) -> bool:
     """Whether occurrences of specials can overlap (as "aa" in "aaa", "<e>" in "<e><e>")."""
-    return any(
-        t in s[1:] or any(t.startswith(s[i:]) for i in range(1, len(s)))
-        for s in encoded
-        for t in encoded
-    )
+    return any(t in s[1:] or any(t.startswith(s[i:]) for i in range(1, len(s))) for s in encoded for t in encoded)
 
 
 def _cut_pattern(specials: tuple[str, ...]) -> re.Pattern[bytes] | None:
@@ -150,9 +143,7 @@ def _cut_pattern(specials: tuple[str, ...]) -> re.Pattern[bytes] | None:
     return re.compile(b"|".join(alternatives)) if alternatives else None
 
 
-def find_chunk_boundaries(
-    path: PathLike, num_chunks: int, special_tokens: Sequence[str]
-) -> list[int]:
+def find_chunk_boundaries(path: PathLike, num_chunks: int, special_tokens: Sequence[str]) -> list[int]:
     """Byte offsets ``0 = b0 < b1 < ... = file size`` cutting the file into at most ``num_chunks``.
 
     Each inner offset is the first safe cut at or after an even split point:
@@ -176,9 +167,7 @@ def find_chunk_boundaries(
     return sorted(set(boundaries))
 
 
-def _next_cut(
-    f: io.BufferedIOBase, start: int, size: int, pattern: re.Pattern[bytes], overlap: int
-) -> int:
+def _next_cut(f: io.BufferedIOBase, start: int, size: int, pattern: re.Pattern[bytes], overlap: int) -> int:
     """First safe cut at or after ``start`` (``size`` when there is none)."""
     position = start
     while position < size:
@@ -237,8 +226,7 @@ def count_file_pretokens(
                     f.seek(bad)
                     byte = f.read(1)[0]
                 raise ValueError(
-                    f"{str(path)!r} is not valid UTF-8: first bad byte 0x{byte:02x} "
-                    f"at byte offset {bad} ({reason})"
+                    f"{str(path)!r} is not valid UTF-8: first bad byte 0x{byte:02x} at byte offset {bad} ({reason})"
                 )
             totals.update(counts)
             bar.update(b - a)
@@ -274,9 +262,7 @@ def _initial_words(
         else:
             for part in word:
                 if len(part) != 1:
-                    raise ValueError(
-                        f"word_counts key {word!r}: tuple parts must be single bytes, got {part!r}"
-                    )
+                    raise ValueError(f"word_counts key {word!r}: tuple parts must be single bytes, got {part!r}")
             raw = b"".join(word)
         if count < 0:
             raise ValueError(f"word_counts[{word!r}] is {count}; counts must be non-negative")
@@ -339,9 +325,7 @@ def train_bpe_from_counts(
         merged_pair = (a, b)
         for wi in pair_words.pop(merged_pair):
             word = words[wi]
-            positions = [
-                i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair
-            ]
+            positions = [i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair]
             if not positions:
                 continue  # stale holder: pair_words sets may overshoot, never undershoot
             count = freqs[wi]

@@ -237,13 +237,11 @@ def read_checkpoint(src: CheckpointSource) -> dict[str, Any]:
         raise CheckpointError(f"{where} holds a {type(payload).__name__}, not a checkpoint dict")
     if payload.get("format") != FORMAT_TAG:
         raise CheckpointError(
-            f"{where} is not an lmspec checkpoint (format tag {payload.get('format')!r}, "
-            f"expected {FORMAT_TAG!r})"
+            f"{where} is not an lmspec checkpoint (format tag {payload.get('format')!r}, expected {FORMAT_TAG!r})"
         )
     if payload.get("version") != FORMAT_VERSION:
         raise CheckpointError(
-            f"{where} has format version {payload.get('version')!r}; "
-            f"this code reads version {FORMAT_VERSION}"
+            f"{where} has format version {payload.get('version')!r}; this code reads version {FORMAT_VERSION}"
         )
     for key, kind in (("iteration", int), ("model", dict), ("optimizer", dict)):
         if not isinstance(payload.get(key), kind):

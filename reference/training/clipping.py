@@ -8,9 +8,7 @@ from torch import Tensor
 __all__ = ["clip_grad_norm"]
 
 
-def clip_grad_norm(
-    params: Iterable[Tensor] | Tensor, max_norm: float | int, eps: float = 1e-6
-) -> float:
+def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float | int, eps: float = 1e-6) -> float:
     """Clip gradients in place to a global L2 norm of at most ``max_norm``.
 
     ``norm = sqrt(Σ_p Σ_i g_{p,i}²)`` over the parameters that have a gradient

@@ -95,9 +95,7 @@ class TrainConfig:
     val_data: str | None = field(
         default=None, metadata=_help("validation tokens (.npy/.bin); none: no validation loss")
     )
-    out_dir: str = field(
-        default="runs/lm", metadata=_help("directory for log.jsonl, loss.png and config.json")
-    )
+    out_dir: str = field(default="runs/lm", metadata=_help("directory for log.jsonl, loss.png and config.json"))
     model: ModelConfig = field(default_factory=default_model, metadata=_help("model shape"))
     batch_size: int = field(default=32, metadata=_help("sequences per step"))
     steps: int = field(default=5000, metadata=_help("total optimizer steps of the run"))
@@ -110,18 +108,12 @@ class TrainConfig:
     betas: tuple[float, float] = field(default=(0.9, 0.95), metadata=_help("AdamW (beta1, beta2)"))
     eps: float = field(default=1e-8, metadata=_help("AdamW epsilon"))
     weight_decay: float = field(default=0.1, metadata=_help("AdamW decoupled weight decay"))
-    max_grad_norm: float | None = field(
-        default=1.0, metadata=_help("global gradient-norm clip; none: no clipping")
-    )
+    max_grad_norm: float | None = field(default=1.0, metadata=_help("global gradient-norm clip; none: no clipping"))
     eval_interval: int = field(default=200, metadata=_help("steps between validation losses"))
-    eval_batches: int = field(
-        default=20, metadata=_help("validation batches per evaluation (fixed windows)")
-    )
+    eval_batches: int = field(default=20, metadata=_help("validation batches per evaluation (fixed windows)"))
     log_interval: int = field(default=20, metadata=_help("steps between log.jsonl records"))
     checkpoint_interval: int = field(default=1000, metadata=_help("steps between checkpoints"))
-    checkpoint: str | None = field(
-        default=None, metadata=_help("checkpoint path; none: OUT_DIR/checkpoint.pt")
-    )
+    checkpoint: str | None = field(default=None, metadata=_help("checkpoint path; none: OUT_DIR/checkpoint.pt"))
     keep_checkpoints: bool = field(
         default=False, metadata=_help("also keep a copy of every checkpoint as NAME.stepN.pt")
     )
@@ -132,18 +124,14 @@ class TrainConfig:
     seed: int = field(default=0, metadata=_help("seed of the model init and batch sampling"))
     deterministic: bool = field(
         default=True,
-        metadata=_help(
-            "deterministic torch kernels during the run (needed for a bit-exact resume)"
-        ),
+        metadata=_help("deterministic torch kernels during the run (needed for a bit-exact resume)"),
     )
     threads: int | None = field(
         default=None,
         metadata=_help("torch CPU threads during the run; none: torch's default (one per core)"),
     )
     device: str = field(default="cpu", metadata=_help("torch device: cpu, cuda, cuda:1, mps"))
-    dtype: str = field(
-        default="float32", metadata=_help("compute dtype: float32 | bfloat16 (autocast)")
-    )
+    dtype: str = field(default="float32", metadata=_help("compute dtype: float32 | bfloat16 (autocast)"))
     plot: bool = field(default=True, metadata=_help("write OUT_DIR/loss.png (needs matplotlib)"))
 
     def __post_init__(self) -> None:
@@ -170,9 +158,7 @@ class TrainConfig:
             raise ConfigError(f"min_lr ({self.min_lr}) must be <= lr ({self.lr})")
         if self.warmup_iters > self.cosine_iters:
             which = "cosine_cycle_iters" if self.cosine_cycle_iters is not None else "steps"
-            raise ConfigError(
-                f"warmup_iters ({self.warmup_iters}) must be <= {which} ({self.cosine_iters})"
-            )
+            raise ConfigError(f"warmup_iters ({self.warmup_iters}) must be <= {which} ({self.cosine_iters})")
         for i, beta in enumerate(self.betas):
             _require(f"betas[{i}]", beta, 0.0 <= beta < 1.0, "must be in [0, 1)")
         if self.max_grad_norm is not None:
@@ -222,8 +208,7 @@ class TrainConfig:
             model_keys = [k for k in unknown if k in _model_types()]
             hint = f" (model keys such as {model_keys[0]!r} go under 'model')" if model_keys else ""
             raise ConfigError(
-                f"unknown config key(s) {', '.join(map(repr, unknown))}{hint}; "
-                f"valid keys: {', '.join(types_)}"
+                f"unknown config key(s) {', '.join(map(repr, unknown))}{hint}; valid keys: {', '.join(types_)}"
             )
         if "train_data" not in data or data["train_data"] is None:
             raise ConfigError("train_data is required (path of the training tokens .npy)")
@@ -238,9 +223,7 @@ class TrainConfig:
             raise ConfigError(str(exc).splitlines()[0]) from exc
 
     @classmethod
-    def load(
-        cls, path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None
-    ) -> "TrainConfig":
+    def load(cls, path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> "TrainConfig":
         """Read a config file (optional) and apply ``overrides`` on top.
 
         Overrides use the file's keys; model keys go under ``"model"`` (only the
@@ -281,11 +264,7 @@ def _require(name: str, value: Any, ok: bool, rule: str) -> None:
 def _merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in overrides.items():
-        if (
-            key == "model"
-            and isinstance(value, Mapping)
-            and isinstance(merged.get("model"), Mapping)
-        ):
+        if key == "model" and isinstance(value, Mapping) and isinstance(merged.get("model"), Mapping):
             merged["model"] = {**merged["model"], **value}
         else:
             merged[key] = value
@@ -309,8 +288,7 @@ def _model_from_dict(data: Any) -> ModelConfig:
     unknown = sorted(set(data) - set(types_))
     if unknown:
         raise ConfigError(
-            f"unknown model key(s) {', '.join(map(repr, unknown))}; "
-            f"valid model keys: {', '.join(types_)}"
+            f"unknown model key(s) {', '.join(map(repr, unknown))}; valid model keys: {', '.join(types_)}"
         )
     merged = {**_DEFAULT_MODEL, **data}
     kwargs = {k: _coerce(f"model.{k}", v, types_[k]) for k, v in merged.items()}
@@ -338,11 +316,7 @@ def _matches(value: Any, tp: Any) -> bool:
         return any(_matches(value, a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
-        return (
-            isinstance(value, tuple)
-            and len(value) == len(args)
-            and all(_matches(v, a) for v, a in zip(value, args))
-        )
+        return isinstance(value, tuple) and len(value) == len(args) and all(_matches(v, a) for v, a in zip(value, args))
     if tp in (int, float):  # bool is an int subclass, but never a valid number here
         return isinstance(value, tp) and not isinstance(value, bool)
     return isinstance(value, tp)
@@ -350,23 +324,15 @@ def _matches(value: Any, tp: Any) -> bool:
 
 def _coerce(name: str, value: Any, tp: Any) -> Any:
     """Normalise a parsed value to ``tp`` (int → float, list → tuple) or raise."""
-    options = (
-        typing.get_args(tp)
-        if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union
-        else (tp,)
-    )
+    options = typing.get_args(tp) if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union else (tp,)
     if float in options and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if isinstance(value, list) and any(typing.get_origin(o) is tuple for o in options):
-        value = tuple(
-            float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value
-        )
+        value = tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
     _check_type(name, value, tp)
     return value
 
 
 def _check_type(name: str, value: Any, tp: Any) -> None:
     if not _matches(value, tp):
-        raise ConfigError(
-            f"{name} must be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
-        )
+        raise ConfigError(f"{name} must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")

@@ -38,9 +38,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
             )
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
-            raise InvalidDeviceError(
-                f"device {device!r} requested but only {count} CUDA device(s) are visible"
-            )
+            raise InvalidDeviceError(f"device {device!r} requested but only {count} CUDA device(s) are visible")
         return dev
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise InvalidDeviceError(f"device {device!r} requested but MPS is not available")
@@ -91,8 +89,5 @@ def get_batch(
         starts = generator.integers(0, n_starts, size=batch_size, dtype=np.int64)
     index = starts[:, None] + np.arange(context_length + 1, dtype=np.int64)[None, :]
     windows = torch.from_numpy(np.asarray(x[index], dtype=np.int64))
-    if dev.type == "cuda":
-        windows = windows.pin_memory().to(dev, non_blocking=True)
-    else:
-        windows = windows.to(dev)
+    windows = windows.pin_memory().to(dev, non_blocking=True) if dev.type == "cuda" else windows.to(dev)
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()

@@ -95,8 +95,7 @@ def open_tokens(path: str | os.PathLike, vocab_size: int, *, name: str = "data")
         raise ValueError(f"cannot memory-map {name} {str(p)!r}: {exc}") from exc
     if tokens.ndim != 1 or tokens.dtype.kind not in "ui":
         raise ValueError(
-            f"{name} {str(p)!r} must be a 1-D integer array, "
-            f"got shape {tokens.shape} and dtype {tokens.dtype}"
+            f"{name} {str(p)!r} must be a 1-D integer array, got shape {tokens.shape} and dtype {tokens.dtype}"
         )
     if len(tokens) < 2:
         raise ValueError(f"{name} {str(p)!r} holds {len(tokens)} token(s); at least 2 are needed")
@@ -156,9 +155,7 @@ def evaluate(
     return total / take
 
 
-def train(
-    config: TrainConfig, *, progress: bool = True, verbose: bool | None = None
-) -> TrainResult:
+def train(config: TrainConfig, *, progress: bool = True, verbose: bool | None = None) -> TrainResult:
     """Train a ``TransformerLM`` as ``config`` says (SPEC §3 training loop).
 
     Writes ``OUT_DIR/config.json``, ``OUT_DIR/log.jsonl`` (one JSON record per
@@ -183,9 +180,7 @@ def train(
             f"train_data has {len(train_tokens)} tokens; context_length {mcfg.context_length} "
             f"needs at least {mcfg.context_length + 1}"
         )
-    val_tokens = (
-        open_tokens(config.val_data, mcfg.vocab_size, name="val_data") if config.val_data else None
-    )
+    val_tokens = open_tokens(config.val_data, mcfg.vocab_size, name="val_data") if config.val_data else None
     if val_tokens is not None and len(val_tokens) < mcfg.context_length + 1:
         raise ValueError(
             f"val_data has {len(val_tokens)} tokens; context_length {mcfg.context_length} "
@@ -231,9 +226,7 @@ def _train(
     batch_rng = np.random.default_rng(config.seed)
     start, elapsed_before, tokens_seen = 0, 0.0, 0
     if resume_path is not None:
-        start, elapsed_before, tokens_seen = _resume(
-            resume_path, config, model, optimizer, batch_rng
-        )
+        start, elapsed_before, tokens_seen = _resume(resume_path, config, model, optimizer, batch_rng)
         say(f"resumed from {resume_path} at step {start}")
     (out_dir / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     log = _JsonlLog(out_dir / LOG_NAME, keep_through=start if resume_path else None)
@@ -310,8 +303,7 @@ def _train(
                 loss_value = float(loss.detach())
                 if not math.isfinite(loss_value):
                     raise FloatingPointError(
-                        f"training loss is {loss_value} at step {t} (lr {lr:.3g}): "
-                        "try a lower lr or max_grad_norm"
+                        f"training loss is {loss_value} at step {t} (lr {lr:.3g}): try a lower lr or max_grad_norm"
                     )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -352,18 +344,11 @@ def _train(
         if interrupt.requested and step < config.steps:
             if window:
                 last_train = sum(window) / len(window)
-                log.write(
-                    _record(
-                        step, last_train, None, schedule(step), grad_norm, tokens_seen, elapsed()
-                    )
-                )
+                log.write(_record(step, last_train, None, schedule(step), grad_norm, tokens_seen, elapsed()))
             if step > saved_step:
                 save(step)
                 saved_step = step
-            say(
-                f"interrupted: checkpoint of step {step} saved to {ckpt_path}; "
-                f"resume with --resume {ckpt_path}"
-            )
+            say(f"interrupted: checkpoint of step {step} saved to {ckpt_path}; resume with --resume {ckpt_path}")
     except BaseException as exc:
         bar.close()
         if phase == "batch":  # the batch was drawn but not applied: undo the draw
@@ -371,10 +356,7 @@ def _train(
         if phase != "update" and step > saved_step:
             try:
                 save(step)
-                say(
-                    f"{type(exc).__name__}: checkpoint of step {step} saved to {ckpt_path} "
-                    "before stopping"
-                )
+                say(f"{type(exc).__name__}: checkpoint of step {step} saved to {ckpt_path} before stopping")
             except Exception as save_exc:  # report, but let the original error propagate
                 say(f"could not save a checkpoint after {type(exc).__name__}: {save_exc}")
         elif phase == "update":
@@ -519,9 +501,7 @@ def _resume(
             if saved_model.get(k) != v
         ]
         if diffs:
-            raise ValueError(
-                f"cannot resume from {str(path)!r}: the model differs ({'; '.join(diffs)})"
-            )
+            raise ValueError(f"cannot resume from {str(path)!r}: the model differs ({'; '.join(diffs)})")
     step = load_checkpoint(path, model, optimizer, restore_rng="rng" in payload)
     # the config, not the checkpoint, owns the hyperparameters (lr is set every step)
     for group in optimizer.param_groups:

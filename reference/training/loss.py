@@ -9,9 +9,7 @@ __all__ = ["cross_entropy", "perplexity"]
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def cross_entropy(
-    logits: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]
-) -> Float[Tensor, ""]:
+def cross_entropy(logits: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]) -> Float[Tensor, ""]:
     """Mean over all positions of ``logsumexp(o) - o[target]`` (SPEC §3 cross_entropy).
 
     Stable: the row maximum is subtracted before exponentiating, so logits
@@ -27,10 +25,7 @@ def cross_entropy(
     # one host sync per call: a clear error beats torch's device-side assert on GPU
     lo, hi = int(targets.min()), int(targets.max())
     if lo < 0 or hi >= vocab_size:
-        raise ValueError(
-            f"targets must lie in 0..{vocab_size - 1} (vocab_size {vocab_size}), "
-            f"got values in {lo}..{hi}"
-        )
+        raise ValueError(f"targets must lie in 0..{vocab_size - 1} (vocab_size {vocab_size}), got values in {lo}..{hi}")
     if logits.dtype in _LOW_PRECISION:
         logits = logits.float()
     # subtle: the max is a constant shift; detaching it keeps autograd simpler and the
@@ -41,8 +36,6 @@ def cross_entropy(
     return (log_sum_exp - target_logit).mean()
 
 
-def perplexity(
-    logits: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]
-) -> Float[Tensor, ""]:
+def perplexity(logits: Float[Tensor, "*batch vocab_size"], targets: Int[Tensor, "*batch"]) -> Float[Tensor, ""]:
     """``exp(mean cross-entropy)`` (SPEC §3 perplexity)."""
     return cross_entropy(logits, targets).exp()

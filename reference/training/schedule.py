@@ -31,13 +31,9 @@ def cosine_lr(
     if warmup_iters < 0:
         raise ValueError(f"warmup_iters must be >= 0, got {warmup_iters}")
     if cosine_cycle_iters < warmup_iters:
-        raise ValueError(
-            f"cosine_cycle_iters ({cosine_cycle_iters}) must be >= warmup_iters ({warmup_iters})"
-        )
+        raise ValueError(f"cosine_cycle_iters ({cosine_cycle_iters}) must be >= warmup_iters ({warmup_iters})")
     if alpha_max < 0 or alpha_min < 0:
-        raise ValueError(
-            f"learning rates must be >= 0, got alpha_max={alpha_max}, alpha_min={alpha_min}"
-        )
+        raise ValueError(f"learning rates must be >= 0, got alpha_max={alpha_max}, alpha_min={alpha_min}")
     if t < warmup_iters:
         return float(alpha_max * t / warmup_iters)
     if t > cosine_cycle_iters:

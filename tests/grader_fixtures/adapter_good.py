@@ -20,14 +20,10 @@ def run_linear(d_in, d_out, weights, in_features):
     return in_features @ weights.T
 
 
-def run_get_lr_cosine_schedule(
-    it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters
-):
+def run_get_lr_cosine_schedule(it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters):
     if it < warmup_iters:
         return max_learning_rate * it / warmup_iters
     if it <= cosine_cycle_iters:
         frac = (it - warmup_iters) / (cosine_cycle_iters - warmup_iters)
-        return min_learning_rate + 0.5 * (1 + math.cos(math.pi * frac)) * (
-            max_learning_rate - min_learning_rate
-        )
+        return min_learning_rate + 0.5 * (1 + math.cos(math.pi * frac)) * (max_learning_rate - min_learning_rate)
     return min_learning_rate

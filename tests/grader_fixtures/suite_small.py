@@ -34,9 +34,7 @@ def test_softmax_matches_formula(run_softmax):
 def test_softmax_shift_invariant(run_softmax, shift):
     """Adding a constant along dim does not change softmax."""
     x = _x()
-    assert_close(
-        run_softmax(x + shift, -1), run_softmax(x, -1), TOL, rule="softmax shift invariance"
-    )
+    assert_close(run_softmax(x + shift, -1), run_softmax(x, -1), TOL, rule="softmax shift invariance")
 
 
 @pytest.mark.spec("2.softmax")

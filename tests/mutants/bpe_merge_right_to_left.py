@@ -8,10 +8,7 @@ from reference.tokenizer import count_file_pretokens
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "merge applied right to left, so overlapping occurrences (aaa) merge "
-        "as a|aa instead of aa|a"
-    ),
+    "bug": ("merge applied right to left, so overlapping occurrences (aaa) merge as a|aa instead of aa|a"),
     "run": ["1.2.train_bpe"],
 }
 

@@ -8,17 +8,12 @@ from reference.tokenizer import split_on_special_tokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.1.pretokenize",
-    "bug": (
-        "each special-free segment is one word: merges span pre-token "
-        "boundaries (e.g. 'a b' -> 'a', ' ')"
-    ),
+    "bug": ("each special-free segment is one word: merges span pre-token boundaries (e.g. 'a b' -> 'a', ' ')"),
     "run": ["1.1.pretokenize", "1.2.train_bpe"],
 }
 
 
 def run_train_bpe(input_path, vocab_size, special_tokens, **kwargs):
     text = Path(input_path).read_text(encoding="utf-8")
-    counts = Counter(
-        p for p, special in split_on_special_tokens(text, special_tokens) if not special
-    )
+    counts = Counter(p for p, special in split_on_special_tokens(text, special_tokens) if not special)
     return train_bpe_from_counts(counts, vocab_size, special_tokens)

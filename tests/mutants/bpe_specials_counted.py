@@ -7,10 +7,7 @@ from reference.tokenizer import count_pretokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "corpus not split on special tokens before pre-tokenization: '<|', "
-        "'endoftext', '|>' get merged"
-    ),
+    "bug": ("corpus not split on special tokens before pre-tokenization: '<|', 'endoftext', '|>' get merged"),
     "run": ["1.2.train_bpe"],
 }
 

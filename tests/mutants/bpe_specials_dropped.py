@@ -7,10 +7,7 @@ from reference.tokenizer import count_pretokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "special tokens removed with str.replace, so 'x<|endoftext|>y' trains "
-        "as 'xy' (merges across them)"
-    ),
+    "bug": ("special tokens removed with str.replace, so 'x<|endoftext|>y' trains as 'xy' (merges across them)"),
     "run": ["1.2.train_bpe"],
 }
 

@@ -8,9 +8,7 @@ from reference.tokenizer import count_file_pretokens
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "most frequent pair picked with max(counts, key=counts.get): ties go to the first pair seen"
-    ),
+    "bug": ("most frequent pair picked with max(counts, key=counts.get): ties go to the first pair seen"),
     "run": ["1.2.train_bpe"],
 }
 

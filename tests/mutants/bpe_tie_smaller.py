@@ -8,9 +8,7 @@ from reference.tokenizer import count_file_pretokens
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "ties between equally frequent pairs go to the smaller pair (min) instead of the greater"
-    ),
+    "bug": ("ties between equally frequent pairs go to the smaller pair (min) instead of the greater"),
     "run": ["1.2.train_bpe"],
 }
 

@@ -5,9 +5,7 @@ from reference.tokenizer import count_file_pretokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "each distinct pre-token counted once: pair counts ignore how often the pre-token occurs"
-    ),
+    "bug": ("each distinct pre-token counted once: pair counts ignore how often the pre-token occurs"),
     "run": ["1.2.train_bpe"],
 }
 

@@ -5,9 +5,7 @@ from reference.adapter import run_train_bpe as _reference_train
 
 MUTANT = {
     "spec": "1.2.train_bpe",
-    "bug": (
-        "len(vocab) ends at vocab_size + len(special_tokens): specials not counted in vocab_size"
-    ),
+    "bug": ("len(vocab) ends at vocab_size + len(special_tokens): specials not counted in vocab_size"),
     "run": ["1.2.train_bpe"],
 }
 

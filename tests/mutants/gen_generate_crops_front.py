@@ -8,10 +8,7 @@ from reference.nn import ModelConfig, TransformerLM, load_weights
 
 MUTANT = {
     "spec": "4.generation",
-    "bug": (
-        "tokens[:context_length] instead of tokens[-context_length:]: long "
-        "prompts freeze the window"
-    ),
+    "bug": ("tokens[:context_length] instead of tokens[-context_length:]: long prompts freeze the window"),
     "run": ["4.generation"],
 }
 
@@ -20,9 +17,7 @@ def run_generate(
     vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta, weights,
     prompt, max_new_tokens, temperature, top_p, eos_token_id, generator,
 ):  # fmt: skip
-    config = ModelConfig(
-        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta)
-    )
+    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta))
     model = TransformerLM(config)
     load_weights(model, weights)
     tokens, new = list(prompt), []

@@ -17,9 +17,7 @@ def run_generate(
     vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta, weights,
     prompt, max_new_tokens, temperature, top_p, eos_token_id, generator,
 ):  # fmt: skip
-    config = ModelConfig(
-        vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta)
-    )
+    config = ModelConfig(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, float(rope_theta))
     model = TransformerLM(config)
     load_weights(model, weights)
     tokens, new = list(prompt), []

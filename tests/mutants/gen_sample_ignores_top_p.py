@@ -7,9 +7,7 @@ from reference.generation import temperature_softmax
 
 MUTANT = {
     "spec": "4.generation",
-    "bug": (
-        "samples from softmax(v / tau) without top-p filtering: tokens outside the nucleus appear"
-    ),
+    "bug": ("samples from softmax(v / tau) without top-p filtering: tokens outside the nucleus appear"),
     "run": ["4.generation"],
 }
 

@@ -6,10 +6,7 @@ from reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "4.generation",
-    "bug": (
-        "softmax(v) / tau instead of softmax(v / tau): not a distribution, "
-        "temperature has no effect on sampling"
-    ),
+    "bug": ("softmax(v) / tau instead of softmax(v / tau): not a distribution, temperature has no effect on sampling"),
     "run": ["4.generation"],
 }
 

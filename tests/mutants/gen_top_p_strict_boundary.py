@@ -6,10 +6,7 @@ from reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "4.generation",
-    "bug": (
-        "removes tokens after the first with cumsum > p: a set whose mass "
-        "equals p exactly gets one more token"
-    ),
+    "bug": ("removes tokens after the first with cumsum > p: a set whose mass equals p exactly gets one more token"),
     "run": ["4.generation"],
 }
 

@@ -6,10 +6,7 @@ from reference.tokenizer.pretokenize import GPT2_REGEX
 
 MUTANT = {
     "spec": "1.3.encode_iterable",
-    "bug": (
-        "holds back the last pre-token of the buffer for the next chunk, and "
-        "never flushes it at the end"
-    ),
+    "bug": ("holds back the last pre-token of the buffer for the next chunk, and never flushes it at the end"),
     "run": ["1.3.encode_iterable"],
 }
 

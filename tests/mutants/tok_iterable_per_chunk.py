@@ -5,10 +5,7 @@ from reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.encode_iterable",
-    "bug": (
-        "yield from encode(chunk) per chunk: pre-tokens and special tokens "
-        "spanning chunks are split"
-    ),
+    "bug": ("yield from encode(chunk) per chunk: pre-tokens and special tokens spanning chunks are split"),
     "run": ["1.3.encode_iterable"],
 }
 

@@ -7,9 +7,7 @@ from reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.1.pretokenize",
-    "bug": (
-        "GPT-2 pattern missing \\s+(?!\\S): 'a  b' gives 'a', '  ', 'b' instead of 'a', ' ', ' b'"
-    ),
+    "bug": ("GPT-2 pattern missing \\s+(?!\\S): 'a  b' gives 'a', '  ', 'b' instead of 'a', ' ', ' b'"),
     "run": ["1.1.pretokenize", "1.3.encode"],
 }
 

@@ -6,9 +6,7 @@ from reference.tokenizer.pretokenize import GPT2_REGEX
 
 MUTANT = {
     "spec": "1.3.special_tokens",
-    "bug": (
-        "encode never splits on special tokens: '<|endoftext|>' becomes '<|', 'endoftext', '|>' ids"
-    ),
+    "bug": ("encode never splits on special tokens: '<|endoftext|>' becomes '<|', 'endoftext', '|>' ids"),
     "run": ["1.3.special_tokens"],
 }
 

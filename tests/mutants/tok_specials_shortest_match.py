@@ -7,10 +7,7 @@ from reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.special_tokens",
-    "bug": (
-        "special-token alternation sorted shortest first: "
-        "'<|endoftext|><|endoftext|>' splits in two"
-    ),
+    "bug": ("special-token alternation sorted shortest first: '<|endoftext|><|endoftext|>' splits in two"),
     "run": ["1.3.special_tokens"],
 }
 

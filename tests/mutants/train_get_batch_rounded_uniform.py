@@ -7,9 +7,7 @@ from reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.get_batch",
-    "bug": (
-        "starts = round(U(0,1) * (n_starts - 1)): every start reachable, endpoints half as likely"
-    ),
+    "bug": ("starts = round(U(0,1) * (n_starts - 1)): every start reachable, endpoints half as likely"),
     "run": ["3.get_batch"],
 }
 

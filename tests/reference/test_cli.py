@@ -217,9 +217,7 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        "error: train_data file 'does/not/exist.npy' does not exist"
-    ]
+    assert proc.stderr.strip().splitlines() == ["error: train_data file 'does/not/exist.npy' does not exist"]
 
 
 # --- bad input: one line, exit 2 ------------------------------------------------------
@@ -320,9 +318,7 @@ def _bad_input_cases(root: Path) -> dict[str, tuple[list[str], str]]:
     "case",
     list(_bad_input_cases(Path("."))),
 )
-def test_bad_input_is_one_line_exit_2(
-    case: str, workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_is_one_line_exit_2(case: str, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Bad input: status 2 and a single `error: ...` line naming the problem."""
     argv, fragment = _bad_input_cases(workdir)[case]
     status, _, err = _run(argv, capsys)
@@ -332,9 +328,7 @@ def test_bad_input_is_one_line_exit_2(
     assert fragment in lines[0], lines[0]
 
 
-def test_config_file_unknown_key_lists_valid_keys(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_config_file_unknown_key_lists_valid_keys(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A config file with an unknown key fails with the list of valid keys."""
     config = workdir / "bad.json"
     config.write_text(json.dumps({"train_data": "x.npy", "learning_rate": 0.1}))
@@ -465,9 +459,7 @@ def test_train_bpe_encode_train_generate(workdir: Path, capsys: pytest.CaptureFi
     assert again[1] == out, "the same seed must give the same completion"
 
 
-def test_resume_matches_uninterrupted_run(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_resume_matches_uninterrupted_run(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """6 steps + resume to 12 == 12 steps straight: parameters and optimizer, bit for bit.
 
     The schedule's horizon is pinned (--cosine-cycle-iters 12): with the default

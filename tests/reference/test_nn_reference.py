@@ -40,12 +40,8 @@ from reference.nn import (
 )
 
 F64 = torch.float64
-SMALL = ModelConfig(
-    vocab_size=97, context_length=16, d_model=24, num_layers=2, num_heads=3, d_ff=40
-)
-GPT2_XL = ModelConfig(
-    vocab_size=50257, context_length=1024, d_model=1600, num_layers=48, num_heads=25, d_ff=6400
-)
+SMALL = ModelConfig(vocab_size=97, context_length=16, d_model=24, num_layers=2, num_heads=3, d_ff=40)
+GPT2_XL = ModelConfig(vocab_size=50257, context_length=1024, d_model=1600, num_layers=48, num_heads=25, d_ff=6400)
 ABLATIONS = [
     {"norm": norm, "use_rope": use_rope, "ffn": ffn}
     for norm in ("pre", "post", "none")
@@ -122,9 +118,7 @@ def test_sdpa_matches_torch_with_broadcast_mask_and_empty_rows() -> None:
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert_exact(scaled_dot_product_attention(q, k, v, mask), expected)
     assert_exact(scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
-    assert torch.equal(
-        scaled_dot_product_attention(q, k, v, mask)[..., 1, :], torch.zeros(2, 3, 4, dtype=F64)
-    )
+    assert torch.equal(scaled_dot_product_attention(q, k, v, mask)[..., 1, :], torch.zeros(2, 3, 4, dtype=F64))
 
 
 def rope_oracle(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -200,15 +194,11 @@ def test_lm_accepts_unsigned_token_ids() -> None:
     [
         (lambda: RotaryPositionalEmbedding(10000.0, 7, 16), r"d_k \(7\) must be even"),
         (
-            lambda: RotaryPositionalEmbedding(10000.0, 8, 16)(
-                torch.zeros(3, 8), torch.tensor([0, 5, 16])
-            ),
+            lambda: RotaryPositionalEmbedding(10000.0, 8, 16)(torch.zeros(3, 8), torch.tensor([0, 5, 16])),
             r"token position 16 .* max_seq_len \(16\)",
         ),
         (
-            lambda: RotaryPositionalEmbedding(10000.0, 8, 16)(
-                torch.zeros(3, 8), torch.tensor([0, -2, 1])
-            ),
+            lambda: RotaryPositionalEmbedding(10000.0, 8, 16)(torch.zeros(3, 8), torch.tensor([0, -2, 1])),
             r"token position -2 is negative",
         ),
         (
@@ -367,11 +357,7 @@ def test_forward_flops_match_dispatcher_counts(config: ModelConfig, seq_len: int
     layers = [f"TransformerLM.layers.{i}" for i in range(config.num_layers)]
     flops = forward_flops(config, seq_len)
     assert list(flops) == list(FLOP_KEYS)
-    assert (
-        flops["total"]
-        == counter.get_total_flops()
-        == sum(v for k, v in flops.items() if k != "total")
-    )
+    assert flops["total"] == counter.get_total_flops() == sum(v for k, v in flops.items() if k != "total")
     assert flops["lm_head"] == per_module["TransformerLM.lm_head"]
     assert flops["ffn"] == sum(per_module[f"{layer}.ffn"] for layer in layers)
     assert flops["attn_output"] == sum(per_module[f"{layer}.attn.output_proj"] for layer in layers)
@@ -392,9 +378,7 @@ def test_adamw_memory_matches_optimizer_state() -> None:
     model(torch.randint(0, 97, (2, 16))).sum().backward()
     optimizer.step()
     grads = sum(p.grad.numel() for p in model.parameters())
-    moments = sum(
-        t.numel() for state in optimizer.state.values() for key, t in state.items() if key != "step"
-    )
+    moments = sum(t.numel() for state in optimizer.state.values() for key, t in state.items() if key != "step")
     memory = adamw_memory(SMALL, batch_size=2, dtype_bytes=4)
     assert memory["parameters"] == memory["gradients"] == 4 * grads
     assert memory["optimizer_state"] == 4 * moments
@@ -421,9 +405,7 @@ def test_gpt2_xl_numbers() -> None:
 
 @pytest.fixture
 def adapter():
-    return pytest.importorskip(
-        "reference.adapter.nn", reason="reference.adapter not importable yet"
-    )
+    return pytest.importorskip("reference.adapter.nn", reason="reference.adapter not importable yet")
 
 
 def test_adapter_builds_on_weights_dtype(adapter) -> None:
@@ -433,13 +415,9 @@ def test_adapter_builds_on_weights_dtype(adapter) -> None:
     out = adapter.run_transformer_lm(97, 16, 24, 2, 3, 40, 10000, weights, ids)
     assert out.dtype == F64
     assert torch.equal(out, model(ids))
-    block_weights = {
-        k.removeprefix("layers.0."): v for k, v in weights.items() if k.startswith("layers.0.")
-    }
+    block_weights = {k.removeprefix("layers.0."): v for k, v in weights.items() if k.startswith("layers.0.")}
     x = torch.randn(2, 10, 24, dtype=F64)
-    assert torch.equal(
-        adapter.run_transformer_block(24, 3, 40, 16, 10000.0, block_weights, x), model.layers[0](x)
-    )
+    assert torch.equal(adapter.run_transformer_block(24, 3, 40, 16, 10000.0, block_weights, x), model.layers[0](x))
     assert set(adapter.__all__) >= {
         "run_linear",
         "run_transformer_lm_ablation",

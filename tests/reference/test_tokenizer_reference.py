@@ -56,9 +56,7 @@ def small_tokenizer() -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def gpt2(fixtures_dir: Path) -> Tokenizer:
-    return Tokenizer.from_files(
-        fixtures_dir / "gpt2_vocab.json", fixtures_dir / "gpt2_merges.txt", [EOT]
-    )
+    return Tokenizer.from_files(fixtures_dir / "gpt2_vocab.json", fixtures_dir / "gpt2_merges.txt", [EOT])
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +73,7 @@ def tiktoken_gpt2(gpt2: Tokenizer):
 
 
 def _read_official(fixtures_dir: Path) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    lines = (
-        (fixtures_dir / "train-bpe-reference-merges.txt").read_text(encoding="utf-8").splitlines()
-    )
+    lines = (fixtures_dir / "train-bpe-reference-merges.txt").read_text(encoding="utf-8").splitlines()
     merges = [tuple(printable_to_bytes(part) for part in line.split(" ")) for line in lines if line]
     raw = json.loads((fixtures_dir / "train-bpe-reference-vocab.json").read_text(encoding="utf-8"))
     return {i: printable_to_bytes(token) for token, i in raw.items()}, merges
@@ -144,9 +140,7 @@ def test_train_bpe_parallel_counts_equal_single_process(tmp_path: Path) -> None:
     [[EOT], [], ["<e>", "<e><e>"]],
     ids=["special cuts", "newline cuts", "overlapping specials"],
 )
-def test_find_chunk_boundaries_cut_only_where_counts_add_up(
-    tmp_path: Path, specials: list[str]
-) -> None:
+def test_find_chunk_boundaries_cut_only_where_counts_add_up(tmp_path: Path, specials: list[str]) -> None:
     """Every chunk boundary splits the file into pieces whose counts add up to the whole."""
     text = "\n".join(f"line {i} <e><e> x{EOT}y\nz  \n\n" for i in range(3000))
     path = tmp_path / "t.txt"
@@ -160,9 +154,7 @@ def test_find_chunk_boundaries_cut_only_where_counts_add_up(
     assert pieces == count_pretokens(text, specials)
     if specials == [EOT]:  # a special's start or a newline cut
         assert len(bounds) > 2
-        assert all(
-            data.startswith(EOT.encode(), b) or data[b - 1 : b] == b"\n" for b in bounds[1:-1]
-        )
+        assert all(data.startswith(EOT.encode(), b) or data[b - 1 : b] == b"\n" for b in bounds[1:-1])
 
 
 @pytest.mark.spec("1.2.train_bpe")
@@ -170,23 +162,17 @@ def test_train_bpe_errors_name_the_problem(tmp_path: Path) -> None:
     """vocab_size too small, bad UTF-8, missing file: clear errors."""
     good = tmp_path / "good.txt"
     good.write_text("hello world", encoding="utf-8")
-    with pytest.raises(
-        ValueError, match=r"vocab_size \(257\) must be at least 258: 256 byte tokens \+ 2"
-    ):
+    with pytest.raises(ValueError, match=r"vocab_size \(257\) must be at least 258: 256 byte tokens \+ 2"):
         train_bpe(good, 257, ["<a>", "<b>"])
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xc3\xa9 ok " * 10 + b"\xff rest")
-    with pytest.raises(
-        ValueError, match=r"bad\.txt' is not valid UTF-8: first bad byte 0xff at byte offset 90"
-    ):
+    with pytest.raises(ValueError, match=r"bad\.txt' is not valid UTF-8: first bad byte 0xff at byte offset 90"):
         train_bpe(bad, 300, [])
     big_bad = tmp_path / "big_bad.txt"
     big_bad.write_bytes(("word\n" * 50_000).encode() + b"x\x80y\n" + b"more\n" * 1000)
     with pytest.raises(ValueError, match=r"first bad byte 0x80 at byte offset 250001"):
         count_file_pretokens(big_bad, [], num_workers=2, min_parallel_bytes=0)
-    with pytest.raises(
-        FileNotFoundError, match=r"train_bpe: input file '.*nope\.txt' does not exist"
-    ):
+    with pytest.raises(FileNotFoundError, match=r"train_bpe: input file '.*nope\.txt' does not exist"):
         run_train_bpe(tmp_path / "nope.txt", 300, [])
     with pytest.raises(TypeError, match="special_tokens must be a list of strings"):
         train_bpe(good, 300, EOT)
@@ -196,12 +182,8 @@ def test_train_bpe_errors_name_the_problem(tmp_path: Path) -> None:
 
 # --- encoding against tiktoken -----------------------------------------------------
 @pytest.mark.spec("1.3.encode")
-@pytest.mark.parametrize(
-    "name", ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
-)
-def test_encode_equals_tiktoken_gpt2(
-    name: str, fixtures_dir: Path, gpt2: Tokenizer, tiktoken_gpt2
-) -> None:
+@pytest.mark.parametrize("name", ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"])
+def test_encode_equals_tiktoken_gpt2(name: str, fixtures_dir: Path, gpt2: Tokenizer, tiktoken_gpt2) -> None:
     """encode(text) equals tiktoken on GPT-2, with and without the special token; round trip."""
     text = (fixtures_dir / name).read_text(encoding="utf-8")
     ids = gpt2.encode(text)
@@ -267,9 +249,7 @@ def test_encode_iterable_equals_encode_for_any_chunking(
 
 @pytest.mark.spec("1.3.encode_iterable")
 @given(st.text(st.sampled_from(list("ab 'l\n\t1!é\u00a0")), max_size=30), st.data())
-def test_split_final_pretokens_are_stable_under_any_continuation(
-    prefix: str, data: st.DataObject
-) -> None:
+def test_split_final_pretokens_are_stable_under_any_continuation(prefix: str, data: st.DataObject) -> None:
     """Pre-tokens split_final_pretokens calls final start the pre-tokens of prefix + anything."""
     final, consumed = split_final_pretokens(prefix)
     assert "".join(final) == prefix[:consumed]
@@ -335,18 +315,11 @@ def test_save_and_from_files_round_trip(tmp_path: Path, small_tokenizer: Tokeniz
     text = _corpus_text()[:3000]
     assert loaded.encode(text) == small_tokenizer.encode(text)
     assert json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))["Ġ"] == 32
-    (tmp_path / "merges.txt").write_text(
-        "#version: 0.2\n" + (tmp_path / "merges.txt").read_text("utf-8"), "utf-8"
-    )
-    assert (
-        Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt").merges
-        == loaded.merges
-    )
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + (tmp_path / "merges.txt").read_text("utf-8"), "utf-8")
+    assert Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt").merges == loaded.merges
 
 
-def test_gpt2_files_save_back_identically(
-    tmp_path: Path, fixtures_dir: Path, gpt2: Tokenizer
-) -> None:
+def test_gpt2_files_save_back_identically(tmp_path: Path, fixtures_dir: Path, gpt2: Tokenizer) -> None:
     """Loading and saving the released GPT-2 files reproduces them (merges byte for byte)."""
     save_vocab_merges(gpt2.vocab, gpt2.merges, tmp_path / "v.json", tmp_path / "m.txt")
     original = (fixtures_dir / "gpt2_merges.txt").read_text(encoding="utf-8")
@@ -390,9 +363,7 @@ def test_gpt2_files_save_back_identically(
         "merge result missing",
     ],
 )
-def test_from_files_errors_name_file_and_line(
-    tmp_path: Path, vocab_text: str, merges_text: str, message: str
-) -> None:
+def test_from_files_errors_name_file_and_line(tmp_path: Path, vocab_text: str, merges_text: str, message: str) -> None:
     """Wrong-format files -> ValueError naming the file and the line."""
     (tmp_path / "vocab.json").write_text(vocab_text, encoding="utf-8")
     (tmp_path / "merges.txt").write_text(merges_text, encoding="utf-8")

@@ -71,9 +71,7 @@ def test_cross_entropy_gradient_is_softmax_minus_onehot():
 
 
 def test_cross_entropy_rejects_out_of_range_targets():
-    with pytest.raises(
-        ValueError, match=r"targets must lie in 0\.\.4 \(vocab_size 5\), got values in 0\.\.5"
-    ):
+    with pytest.raises(ValueError, match=r"targets must lie in 0\.\.4 \(vocab_size 5\), got values in 0\.\.5"):
         cross_entropy(torch.randn(2, 5), torch.tensor([0, 5]))
 
 
@@ -99,9 +97,7 @@ def _run(opt_cls, params: list[torch.Tensor], steps: int, **kwargs) -> list[torc
 
 def _fresh_params() -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return [
-        torch.randn(s, generator=gen, dtype=torch.float64) for s in [(3, 4), (4,), (2, 2), (5,)]
-    ]
+    return [torch.randn(s, generator=gen, dtype=torch.float64) for s in [(3, 4), (4,), (2, 2), (5,)]]
 
 
 def test_adamw_matches_torch_adamw_float64_with_param_groups():
@@ -205,8 +201,7 @@ def test_cosine_lr_spec_example():
     a_max, a_min, t_w, t_c = 1.0, 0.1, 7, 21
     expected = [t / t_w for t in range(t_w)]
     expected += [
-        a_min + 0.5 * (1 + math.cos(math.pi * (t - t_w) / (t_c - t_w))) * (a_max - a_min)
-        for t in range(t_w, t_c + 1)
+        a_min + 0.5 * (1 + math.cos(math.pi * (t - t_w) / (t_c - t_w))) * (a_max - a_min) for t in range(t_w, t_c + 1)
     ]
     expected += [a_min] * 3
     got = [cosine_lr(t, a_max, a_min, t_w, t_c) for t in range(25)]
@@ -534,18 +529,12 @@ def test_run_generate_builds_reference_model_from_weights():
         nn = importlib.import_module("reference.nn")
     except ImportError as exc:  # other areas' adapter modules may not exist yet
         pytest.skip(f"reference adapter package not importable yet: {exc}")
-    config = nn.ModelConfig(
-        vocab_size=17, context_length=6, d_model=16, num_layers=2, num_heads=2, d_ff=32
-    )
+    config = nn.ModelConfig(vocab_size=17, context_length=6, d_model=16, num_layers=2, num_heads=2, d_ff=32)
     model = nn.TransformerLM(config)
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     greedy = generate(model, [1, 2, 3], 8, temperature=0)
-    got = adapter.run_generate(
-        17, 6, 16, 2, 2, 32, 10000.0, weights, [1, 2, 3], 8, 0.0, 1.0, None, None
-    )
+    got = adapter.run_generate(17, 6, 16, 2, 2, 32, 10000.0, weights, [1, 2, 3], 8, 0.0, 1.0, None, None)
     assert got == greedy and len(got) == 8
     eos = greedy[2]
-    stop = adapter.run_generate(
-        17, 6, 16, 2, 2, 32, 10000, weights, [1, 2, 3], 8, 0.0, 1.0, eos, None
-    )
+    stop = adapter.run_generate(17, 6, 16, 2, 2, 32, 10000, weights, [1, 2, 3], 8, 0.0, 1.0, eos, None)
     assert stop == greedy[: greedy.index(eos) + 1]

@@ -49,13 +49,9 @@ CSV_FIELDS = (
 )
 
 
-def _row(
-    name: str, report: GradeReport | None, adapter: Path | None, error: str | None, seconds: float
-) -> dict:
+def _row(name: str, report: GradeReport | None, adapter: Path | None, error: str | None, seconds: float) -> dict:
     row: dict[str, Any] = dict.fromkeys(CSV_FIELDS, "")
-    row.update(
-        name=name, adapter=str(adapter or ""), duration_s=round(seconds, 1), error=error or ""
-    )
+    row.update(name=name, adapter=str(adapter or ""), duration_s=round(seconds, 1), error=error or "")
     if report is None:
         row.update(score=0, compromised=False, passed=False)
         return row

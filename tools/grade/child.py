@@ -127,9 +127,7 @@ class AttemptState:
     adapter: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     tampering: list[str] = field(default_factory=list)
-    reports: dict[str, list[dict[str, Any]]] = field(
-        default_factory=lambda: collections.defaultdict(list)
-    )
+    reports: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: collections.defaultdict(list))
     running: dict[int, tuple[str, float]] = field(default_factory=dict)  # pid -> (nodeid, seen at)
     started: dict[str, int] = field(default_factory=dict)  # nodeid -> pid
     finished: list[str] = field(default_factory=list)
@@ -336,13 +334,9 @@ class Child:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(
-                ("PYTEST_", "LMSPEC_ADAPTER", "COV_", "PYTHONSTARTUP", "PYTHONINSPECT")
-            )
+            if not k.startswith(("PYTEST_", "LMSPEC_ADAPTER", "COV_", "PYTHONSTARTUP", "PYTHONINSPECT"))
         }
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONHASHSEED"] = "0"
         env["PYTHONUNBUFFERED"] = "1"
@@ -375,9 +369,7 @@ class Child:
             )
         finally:
             os.close(write_fd)
-        drain = threading.Thread(
-            target=_drain, args=(read_fd, self.log, self.limits.output_cap_bytes), daemon=True
-        )
+        drain = threading.Thread(target=_drain, args=(read_fd, self.log, self.limits.output_cap_bytes), daemon=True)
         drain.start()
         ended = "finished"
         session_done_at: float | None = None
@@ -409,11 +401,7 @@ class Child:
                     ended = "overall timeout"
                 elif state.collected is None and now - t0 > limits.startup_s:
                     ended = "startup timeout"
-                elif (
-                    state.collected is not None
-                    and not state.running
-                    and now - state.last_event > idle_limit
-                ):
+                elif state.collected is not None and not state.running and now - state.last_event > idle_limit:
                     ended = "stalled"
                 elif session_done_at is not None and now - session_done_at > 15:
                     ended = "finished"  # lingering threads or children after the session

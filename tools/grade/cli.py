@@ -38,18 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="adapters file or module to grade (default: reference.adapter)",
     )
-    p.add_argument(
-        "--batch", default=None, metavar="DIR", help="grade every submission folder in DIR"
-    )
-    p.add_argument(
-        "--out", default="grade-out", metavar="DIR", help="output folder (default ./grade-out)"
-    )
-    p.add_argument(
-        "--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS)
-    )
-    p.add_argument(
-        "--spec", default=None, metavar="IDS", help="only these spec ids (comma list, prefix match)"
-    )
+    p.add_argument("--batch", default=None, metavar="DIR", help="grade every submission folder in DIR")
+    p.add_argument("--out", default="grade-out", metavar="DIR", help="output folder (default ./grade-out)")
+    p.add_argument("--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS))
+    p.add_argument("--spec", default=None, metavar="IDS", help="only these spec ids (comma list, prefix match)")
     p.add_argument(
         "--timeout-per-test",
         type=float,
@@ -92,9 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="parallel pytest workers (batch: submissions)",
     )
-    p.add_argument(
-        "--hypothesis-profile", default="ci", metavar="P", help="dev, ci (default) or thorough"
-    )
+    p.add_argument("--hypothesis-profile", default="ci", metavar="P", help="dev, ci (default) or thorough")
     p.add_argument(
         "--points",
         default=None,
@@ -122,16 +112,12 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise UsageError(
-            f"--format: unknown {', '.join(unknown)} (choose from {', '.join(FORMATS)})"
-        )
+        raise UsageError(f"--format: unknown {', '.join(unknown)} (choose from {', '.join(FORMATS)})")
     if args.spec:
         ids = [i.id for i in ITEMS]
         for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
             if not any(i == sel or i.startswith(sel + ".") for i in ids):
-                raise UsageError(
-                    f"--spec: {sel!r} matches no spec id (see conformance/spec_items.py)"
-                )
+                raise UsageError(f"--spec: {sel!r} matches no spec id (see conformance/spec_items.py)")
     for name in ("timeout_per_test", "timeout", "startup_timeout"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be > 0")
@@ -170,9 +156,7 @@ class _ProgressDisplay:
             if self.bar is None:
                 from tqdm import tqdm
 
-                self.bar = tqdm(
-                    total=p.total, desc=self.label, unit="test", file=sys.stderr, leave=False
-                )
+                self.bar = tqdm(total=p.total, desc=self.label, unit="test", file=sys.stderr, leave=False)
             if p.total and self.bar.total != p.total:
                 self.bar.total = p.total
             self.bar.n = p.done

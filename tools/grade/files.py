@@ -31,9 +31,7 @@ def tree_digest(roots: tuple[Path, ...] = WATCHED) -> dict[str, str]:
         if root.is_file():
             paths = [root]
         elif root.is_dir():
-            paths = sorted(
-                p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-            )
+            paths = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         else:
             paths = []
         for p in paths[:_MAX_FILES]:

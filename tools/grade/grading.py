@@ -62,9 +62,7 @@ def grade(
     changes = diff_digests(digest_before, tree_digest())
     manifest_after = verify_manifest()
     manifest_problems = [f"before grading: {p}" for p in manifest_before or []]
-    manifest_problems += [
-        f"after grading: {p}" for p in manifest_after or [] if p not in (manifest_before or [])
-    ]
+    manifest_problems += [f"after grading: {p}" for p in manifest_after or [] if p not in (manifest_before or [])]
     settings = {
         "spec": spec,
         "timeout_per_test_s": limits.per_test_s,

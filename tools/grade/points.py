@@ -103,8 +103,6 @@ def load_points(path: str | Path | None) -> PointsTable:
         if key not in BY_ID:
             raise PointsFileError(f"--points {path}: unknown spec id {key!r}")
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise PointsFileError(
-                f"--points {path}: points for {key!r} must be a number >= 0, got {value!r}"
-            )
+            raise PointsFileError(f"--points {path}: points for {key!r} must be a number >= 0, got {value!r}")
         points[key] = float(value)
     return PointsTable(points=points, partial_credit=partial, source=str(path))

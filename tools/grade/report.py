@@ -59,9 +59,7 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
     score = f"score {_pts(report.score)}/{_pts(report.max_score)} ({report.percent:.1f}%)"
     if report.extended_max_score:
         score += f"   extended {_pts(report.extended_score)}/{_pts(report.extended_max_score)}"
-    score += f"   audit: {report.audit_status}" + (
-        f" ({len(report.audit)} findings)" if report.audit else ""
-    )
+    score += f"   audit: {report.audit_status}" + (f" ({len(report.audit)} findings)" if report.audit else "")
     lines.append("  " + score)
     order = ("passed", "failed", "error", "timeout", "not_implemented", "not_provided", "skipped")
     lines.append(
@@ -111,11 +109,7 @@ def write_junit(report: GradeReport, path: Path) -> None:
         tests=str(sum(counts.values())),
         failures=str(counts.get("failed", 0)),
         errors=str(counts.get("error", 0) + counts.get("timeout", 0)),
-        skipped=str(
-            counts.get("skipped", 0)
-            + counts.get("not_implemented", 0)
-            + counts.get("not_provided", 0)
-        ),
+        skipped=str(counts.get("skipped", 0) + counts.get("not_implemented", 0) + counts.get("not_provided", 0)),
         time=f"{report.duration_s:.2f}",
     )
     for item in report.items:
@@ -127,9 +121,7 @@ def write_junit(report: GradeReport, path: Path) -> None:
             tests=str(len(item.tests)),
             failures=str(c.get("failed", 0)),
             errors=str(c.get("error", 0) + c.get("timeout", 0)),
-            skipped=str(
-                c.get("skipped", 0) + c.get("not_implemented", 0) + c.get("not_provided", 0)
-            ),
+            skipped=str(c.get("skipped", 0) + c.get("not_implemented", 0) + c.get("not_provided", 0)),
             time=f"{sum(t.duration_s for t in item.tests):.2f}",
         )
         props = ET.SubElement(suite, "properties")
@@ -158,14 +150,10 @@ def write_junit(report: GradeReport, path: Path) -> None:
             elif t.outcome in ("skipped", "not_implemented", "not_provided"):
                 ET.SubElement(case, "skipped", message=msg, type=t.outcome)
     if report.compromised:
-        suite = ET.SubElement(
-            root, "testsuite", name="grader integrity", tests="1", failures="1", errors="0"
-        )
+        suite = ET.SubElement(root, "testsuite", name="grader integrity", tests="1", failures="1", errors="0")
         case = ET.SubElement(suite, "testcase", classname="integrity", name="run_not_compromised")
         text = _clean("\n".join(report.compromised_reasons))
-        ET.SubElement(
-            case, "failure", message="the run is compromised", type="compromised"
-        ).text = text
+        ET.SubElement(case, "failure", message="the run is compromised", type="compromised").text = text
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
@@ -180,19 +168,13 @@ def write_gradescope(report: GradeReport, path: Path) -> None:
         if item.explanation:
             output.append(item.explanation)
         if item.group == "extended":
-            output.append(
-                f"optional item, not in the score: {_pts(item.points)}/{_pts(item.max_points)}"
-            )
+            output.append(f"optional item, not in the score: {_pts(item.points)}/{_pts(item.max_points)}")
         if item.group == "audit" and report.audit:
-            output.extend(
-                f"{f.get('function')} ({f.get('kind')}) at {f.get('where')}" for f in report.audit
-            )
+            output.extend(f"{f.get('function')} ({f.get('kind')}) at {f.get('where')}" for f in report.audit)
         elif item.group == "audit":
             output.append("no forbidden torch definitions found")
         bad = [t for t in item.tests if t.outcome not in ("passed", "skipped")]
-        output.extend(
-            f"  {t.outcome}: {t.nodeid.split('::', 1)[-1]}: {t.message}" for t in bad[:20]
-        )
+        output.extend(f"  {t.outcome}: {t.nodeid.split('::', 1)[-1]}: {t.message}" for t in bad[:20])
         tests.append(
             {
                 "name": f"{item.id} {item.title}",

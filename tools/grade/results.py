@@ -210,9 +210,7 @@ def build_report(
             earned = 0.0
         if status == STATUS_SKIPPED:
             max_points = 0.0  # nothing could be checked here: not in the maximum
-        items.append(
-            ItemResult(spec_item.id, spec_item.title, group, status, earned, max_points, why, tests)
-        )
+        items.append(ItemResult(spec_item.id, spec_item.title, group, status, earned, max_points, why, tests))
 
     # --- audit findings -------------------------------------------------------------
     audit: list[dict[str, Any]] = []
@@ -247,9 +245,7 @@ def build_report(
             continue  # already listed once, above
         more = f" and {len(nodeids) - 1} more" if len(nodeids) > 1 else ""
         reasons.append(f"{message} (in {_short(nodeids[0])}{more})")
-    reasons += [
-        f"the suite's files changed during grading (by the submission?): {c}" for c in file_changes
-    ]
+    reasons += [f"the suite's files changed during grading (by the submission?): {c}" for c in file_changes]
     reasons += [f"snapshots/MANIFEST check failed: {p}" for p in manifest_problems]
     reasons += [f"result stream: {a}" for a in run.anomalies]
     reasons = list(dict.fromkeys(reasons))
@@ -262,14 +258,10 @@ def build_report(
             warnings.append(f"{_short(t.nodeid)} printed {t.output_bytes / 1e6:.1f} MB of output")
     restarts = len(run.attempts) - 1
     if restarts > 0:
-        warnings.append(
-            f"the test process was restarted {restarts} time(s) after a crash, kill or hang"
-        )
+        warnings.append(f"the test process was restarted {restarts} time(s) after a crash, kill or hang")
     for item in items:
         if item.status == STATUS_SKIPPED:
-            warnings.append(
-                f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score"
-            )
+            warnings.append(f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score")
 
     core = [i for i in items if i.group == "core"]
     ext = [i for i in items if i.group == "extended"]

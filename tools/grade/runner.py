@@ -110,9 +110,7 @@ ProgressFn = Callable[[Progress], None]
 
 # --- classifying one test from its phase reports ----------------------------------
 def _is_timeout(message: str) -> bool:
-    return "Timeout" in message[:80] and (
-        "pytest-timeout" in message or "grader deadline" in message
-    )
+    return "Timeout" in message[:80] and ("pytest-timeout" in message or "grader deadline" in message)
 
 
 def _skip_kind(message: str) -> str:
@@ -123,9 +121,7 @@ def _skip_kind(message: str) -> str:
     return SKIPPED
 
 
-def classify(
-    nodeid: str, spec: str | None, reports: list[dict[str, Any]], limits: Limits
-) -> TestOutcome:
+def classify(nodeid: str, spec: str | None, reports: list[dict[str, Any]], limits: Limits) -> TestOutcome:
     phases: dict[str, dict[str, Any]] = {}
     props: dict[str, Any] = {}
     duration = 0.0
@@ -144,26 +140,18 @@ def classify(
         msg = str(r.get("message") or "").removeprefix("tools.grade.stream.GradeTimeout: ")
         if r.get("outcome") == "failed":
             refused = msg.startswith("tampering detected")  # failed by the integrity guard
-            outcome = (
-                TIMEOUT if _is_timeout(msg) else (FAILED if when == "call" or refused else ERROR)
-            )
+            outcome = TIMEOUT if _is_timeout(msg) else (FAILED if when == "call" or refused else ERROR)
             message = msg if when == "call" or refused else f"{msg} (in {when})"
             break
         if r.get("outcome") == "skipped":
-            outcome, message = (
-                (SKIPPED, f"xfail: {msg}") if r.get("wasxfail") else (_skip_kind(msg), msg)
-            )
+            outcome, message = (SKIPPED, f"xfail: {msg}") if r.get("wasxfail") else (_skip_kind(msg), msg)
             break
         if when == "call":
             outcome, message = PASSED, ""
     else:
         if "call" not in phases and "setup" in phases:
             outcome, message = ERROR, "the test did not run past setup"
-    if (
-        outcome in (FAILED, ERROR)
-        and any(m in message for m in _MEMORY_MARKERS)
-        and limits.memory_gb
-    ):
+    if outcome in (FAILED, ERROR) and any(m in message for m in _MEMORY_MARKERS) and limits.memory_gb:
         message = f"memory limit exceeded (--memory-limit {limits.memory_gb:g} GB): {message}"
     elif outcome in (FAILED, ERROR) and any(m in message for m in _FILE_SIZE_MARKERS):
         message = f"file size limit exceeded (512 MB a file, captured output included): {message}"
@@ -296,28 +284,18 @@ class _Run:
             duration_s=round(time.monotonic() - self.start, 2),
         )
 
-    def settle(
-        self, number: int, child: Child, state: AttemptState, returncode: int | None, ended: str
-    ) -> None:
+    def settle(self, number: int, child: Child, state: AttemptState, returncode: int | None, ended: str) -> None:
         """Results of one attempt: finished tests from their reports; started
         but unfinished ones as timeouts (killed) or crashes (the process died)."""
         if child.bad_lines:
-            self.anomalies.append(
-                f"attempt {number}: {child.bad_lines} unreadable lines in the result stream"
-            )
+            self.anomalies.append(f"attempt {number}: {child.bad_lines} unreadable lines in the result stream")
         if state.unknown_ids:
-            self.anomalies.append(
-                f"attempt {number}: {state.unknown_ids} results for tests never collected"
-            )
+            self.anomalies.append(f"attempt {number}: {state.unknown_ids} results for tests never collected")
         if state.collected is not None and not self.info["adapter"]:
-            self.info.update(
-                adapter=state.adapter, environment=state.environment, tampering=state.tampering
-            )
+            self.info.update(adapter=state.adapter, environment=state.environment, tampering=state.tampering)
         for nodeid in state.finished:
             if nodeid not in self.results and nodeid in self.spec_of:
-                self.results[nodeid] = classify(
-                    nodeid, self.spec_of[nodeid], state.reports[nodeid], self.limits
-                )
+                self.results[nodeid] = classify(nodeid, self.spec_of[nodeid], state.reports[nodeid], self.limits)
         for nodeid, pid in state.started.items():
             if nodeid in self.results or nodeid not in self.spec_of:
                 continue
@@ -334,20 +312,14 @@ class _Run:
                 called = state.exits.get(pid)
                 detail = (
                     fault_detail(self.workdir, pid)
-                    or (
-                        f"the code under test called os._exit({called})"
-                        if called is not None
-                        else None
-                    )
+                    or (f"the code under test called os._exit({called})" if called is not None else None)
                     or (
                         death_detail(returncode)
                         if self.jobs == 1
                         else "the worker process died (a fatal signal, os._exit, or a kill)"
                     )
                 )
-                self.set(
-                    nodeid, ERROR, f"crashed: the test process died during this test: {detail}"
-                )
+                self.set(nodeid, ERROR, f"crashed: the test process died during this test: {detail}")
 
     def not_loaded(self, ended: str, returncode: int | None) -> None:
         """The child never got to collect: every test is an error (or timeout)
@@ -360,9 +332,7 @@ class _Run:
             reason = f"the test process died while importing it: {death_detail(returncode)}"
         self.error = f"the implementation could not be loaded: {reason}"
         outcome = TIMEOUT if "time" in ended else ERROR
-        tests = _collect_with_null_adapter(
-            self.workdir, self.suite, self.spec, self.limits, self.profile, self.device
-        )
+        tests = _collect_with_null_adapter(self.workdir, self.suite, self.spec, self.limits, self.profile, self.device)
         for nodeid, sid in tests:
             self.order.append(nodeid)
             self.spec_of[nodeid] = sid

@@ -59,9 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("lmspec-grade", "lmspec grader (internal)")
     g.addoption("--lmspec-stream", default=None, help="append per-test JSON lines here")
     g.addoption("--lmspec-only", default=None, help="file of nodeids: run only these")
-    g.addoption(
-        "--lmspec-deadline", type=float, default=0.0, help="raise GradeTimeout after S seconds"
-    )
+    g.addoption("--lmspec-deadline", type=float, default=0.0, help="raise GradeTimeout after S seconds")
 
 
 def _emit(**event: Any) -> None:
@@ -185,9 +183,7 @@ def _arm(seconds: float, nodeid: str) -> None:
     if seconds <= 0:
         return
     if not _armed.get("thread"):
-        _armed["thread"] = threading.Thread(
-            target=_deadline_thread, name="lmspec-deadline", daemon=True
-        )
+        _armed["thread"] = threading.Thread(target=_deadline_thread, name="lmspec-deadline", daemon=True)
         _armed["thread"].start()
     signal.signal(_DEADLINE_SIG, _raise_timeout)
     with _cond:
@@ -223,9 +219,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if len(content) > _SECTION_CAP:
             cut = len(content) - _SECTION_CAP
             half = _SECTION_CAP // 2
-            content = (
-                f"{content[:half]}\n[... {cut} characters cut by the grader ...]\n{content[-half:]}"
-            )
+            content = f"{content[:half]}\n[... {cut} characters cut by the grader ...]\n{content[-half:]}"
         sections.append((title, content))
     report.sections = sections
     report.lmspec_output_bytes = size
