@@ -1,14 +1,54 @@
-"""The snapshot tool: goldens match their MANIFEST, regenerate byte for byte
-from reference/, and any change to a golden is reported."""
+"""The snapshot tool: goldens match their MANIFEST, regenerate from
+reference/ (inputs bitwise, outputs within the op's tolerance), and any change
+to a golden is reported."""
 
 import shutil
 
+import numpy as np
+
+from conformance import tolerances as T
+from conformance.snapshot_io import npz_bytes
 from tools import snapshots
 
 
 def test_snapshots_have_no_drift():
-    """verify --regenerate: hashes match and regenerating gives the same bytes."""
+    """verify --regenerate: hashes match and regenerating reproduces every golden."""
     assert snapshots.verify(check_regeneration=True) == []
+
+
+def _stored(name: str) -> dict[str, np.ndarray]:
+    with np.load(snapshots.ROOT / "nn" / f"{name}.npz") as npz:
+        return {key: npz[key] for key in npz.files}
+
+
+def test_output_rounding_across_machines_is_not_drift():
+    """A golden written on another CPU (a few ulp off) still regenerates."""
+    arrays = _stored("lm")
+    arrays["expected"] = np.nextafter(arrays["expected"], np.float32(np.inf))  # one ulp up everywhere
+    assert snapshots.regeneration_problems("lm", npz_bytes(arrays)) == []
+
+
+def test_output_drift_beyond_tolerance_is_reported():
+    """An output that moved by more than the op's tolerance is drift."""
+    arrays = _stored("linear")
+    arrays["expected"] = arrays["expected"] + np.float32(10 * T.LINEAR_F32.atol)
+    problems = snapshots.regeneration_problems("linear", npz_bytes(arrays))
+    assert any("disagrees with the float64 oracle" in p for p in problems), problems
+    assert any("drifted from the stored golden" in p for p in problems), problems
+
+
+def test_input_drift_is_reported(monkeypatch):
+    """A generator whose inputs changed (another seed) no longer reproduces the golden."""
+    data = (snapshots.ROOT / "nn" / "softmax.npz").read_bytes()
+    monkeypatch.setitem(snapshots.CASES, "softmax", snapshots.CASES["softmax"]._replace(seed=99))
+    problems = snapshots.regeneration_problems("softmax", data)
+    assert problems and all("inputs drifted" in p for p in problems), problems
+    assert any("arg.in_features" in p for p in problems), problems
+
+
+def test_regenerated_npz_is_byte_stable():
+    """Equal arrays give equal bytes (fixed member order and timestamps)."""
+    assert snapshots.generate("rope") == snapshots.generate("rope")
 
 
 def test_every_case_checked_against_float64_oracle(monkeypatch):
