@@ -7,7 +7,7 @@ adjacent pair whose merge was created earliest (the leftmost such pair on a
 tie), until no merge applies. That is tiktoken's algorithm with ranks = merge
 order, minus tiktoken's shortcut of mapping a pre-token found whole in the
 vocabulary straight to its id (the two agree on vocabularies made by BPE
-training). Encoded pre-tokens are cached.
+training). Encoded pre-tokens are cached (``_PretokenCache``).
 
 Save format (``save`` / ``from_files``; details in ``reference.tokenizer.files``):
 GPT-2's own. ``vocab.json`` is a JSON object mapping each token, written in
@@ -33,15 +33,42 @@ from reference.tokenizer.pretokenize import (
     split_final_pretokens,
 )
 
-__all__ = ["CACHE_MAX_ENTRIES", "FLUSH_CHARS", "Tokenizer"]
+__all__ = ["CACHE_GENERATION_ENTRIES", "FLUSH_CHARS", "STREAM_CACHE_ENTRIES", "STREAM_FLUSH_CHARS", "Tokenizer"]
 
-# The pre-token cache is cleared when it reaches this size, bounding memory.
-CACHE_MAX_ENTRIES: int = 1 << 16
-# encode_iterable encodes its buffer once it holds this many characters.
+# encode()'s pre-token cache: two generations of at most this many entries
+# (65,536 in all, about 17 MB on Python source; BENCHMARKS.md).
+CACHE_GENERATION_ENTRIES: int = 1 << 15
+# encode_iterable's defaults: a cache of its own and a small buffer, so that
+# streaming adds well under 1 MiB of memory whatever the stream's length
+# (BENCHMARKS.md: 732 KiB on 50 MB and 716 KiB on 200 MB of Python source).
+STREAM_CACHE_ENTRIES: int = 1 << 10
+STREAM_FLUSH_CHARS: int = 1 << 13
+# Bulk streaming (encode_iterable_batches, used by encode_file): a large
+# buffer and the instance's cache, for throughput.
 FLUSH_CHARS: int = 1 << 16
 # Pre-tokens with more byte tokens than this use the heap-based merge loop.
 _LONG_PRETOKEN: int = 48
 _NO_RANK: int = 1 << 62
+
+
+class _PretokenCache:
+    """Encoded pre-tokens in two generations of at most ``entries`` each.
+
+    New entries go to the young generation; when it is full it becomes the
+    old one and the previous old one is dropped. A hit in the old generation
+    copies the entry back into the young one, so frequent pre-tokens survive
+    the turnover, which a cache cleared when full loses all at once.
+    """
+
+    __slots__ = ("entries", "old", "young")
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self.young: dict[str, list[int]] = {}
+        self.old: dict[str, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old)
 
 
 class Tokenizer:
@@ -99,7 +126,7 @@ class Tokenizer:
                 ) from None
             self._pair_ranks.setdefault(pair, rank)
             self._merged_ids.append(merged_id)
-        self._cache: dict[str, list[int]] = {}
+        self._cache = _PretokenCache(CACHE_GENERATION_ENTRIES)
 
     @classmethod
     def from_files(
@@ -135,38 +162,55 @@ class Tokenizer:
     # --- encoding -------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (SPEC §1.3)."""
+        return self._encode(text, self._cache)
+
+    def _encode(self, text: str, cache: _PretokenCache) -> list[int]:
         pattern = self._special_regex
         if pattern is None:
-            return self._encode_pretokens(GPT2_REGEX.findall(text))
+            return self._encode_pretokens(GPT2_REGEX.findall(text), cache)
         ids: list[int] = []
         start = 0
         for match in pattern.finditer(text):
             if match.start() > start:
-                ids += self._encode_pretokens(GPT2_REGEX.findall(text, start, match.start()))
+                ids += self._encode_pretokens(GPT2_REGEX.findall(text, start, match.start()), cache)
             ids.append(self._special_ids[match.group()])
             start = match.end()
         if start < len(text):
-            ids += self._encode_pretokens(GPT2_REGEX.findall(text, start))
+            ids += self._encode_pretokens(GPT2_REGEX.findall(text, start), cache)
         return ids
 
-    def encode_iterable(self, iterable: Iterable[str], *, flush_chars: int = FLUSH_CHARS) -> Iterator[int]:
+    def encode_iterable(
+        self,
+        iterable: Iterable[str],
+        *,
+        flush_chars: int = STREAM_FLUSH_CHARS,
+        cache_entries: int | None = STREAM_CACHE_ENTRIES,
+    ) -> Iterator[int]:
         """Lazily yield ``encode("".join(iterable))``, whatever the chunking (SPEC §1.3).
 
         Text is buffered and, once ``flush_chars`` characters are pending, the
         part whose tokens no continuation can change is encoded and dropped:
         everything before the last special-token prefix and the last pre-token
-        or two (``split_final_pretokens``). Memory is bounded by
-        ``flush_chars`` plus the longest pre-token, not by the stream length.
+        or two (``split_final_pretokens``). Encoded pre-tokens go to a cache of
+        this call's own, two generations of ``cache_entries`` (``None``: the
+        instance's large cache, shared with ``encode``). Memory is bounded by
+        the buffer, the longest pre-token and the cache, not by the stream.
         """
-        for ids in self.encode_iterable_batches(iterable, flush_chars=flush_chars):
+        for ids in self.encode_iterable_batches(iterable, flush_chars=flush_chars, cache_entries=cache_entries):
             yield from ids
 
     def encode_iterable_batches(
-        self, iterable: Iterable[str], *, flush_chars: int = FLUSH_CHARS
+        self, iterable: Iterable[str], *, flush_chars: int = FLUSH_CHARS, cache_entries: int | None = None
     ) -> Iterator[list[int]]:
-        """``encode_iterable`` yielding lists of ids (concatenated: the same ids), for bulk use."""
+        """``encode_iterable`` yielding lists of ids (concatenated: the same ids), for bulk use.
+
+        Its defaults favour throughput over memory: a large buffer and the instance's cache.
+        """
         if flush_chars < 1:
             raise ValueError(f"flush_chars ({flush_chars}) must be at least 1")
+        if cache_entries is not None and cache_entries < 1:
+            raise ValueError(f"cache_entries ({cache_entries}) must be at least 1, or None")
+        cache = self._cache if cache_entries is None else _PretokenCache(cache_entries)
         parts: list[str] = []
         pending = 0
         threshold = flush_chars
@@ -177,15 +221,15 @@ class Tokenizer:
             pending += len(chunk)
             if pending >= threshold:
                 buffer = "".join(parts)
-                ids, consumed = self._encode_final_prefix(buffer)
+                ids, consumed = self._encode_final_prefix(buffer, cache)
                 yield ids
                 rest = buffer[consumed:]
                 parts, pending = [rest], len(rest)
                 # Doubling keeps a long pending pre-token from being rescanned per chunk.
                 threshold = max(flush_chars, 2 * pending)
-        yield self.encode("".join(parts))
+        yield self._encode("".join(parts), cache)
 
-    def _encode_final_prefix(self, text: str) -> tuple[list[int], int]:
+    def _encode_final_prefix(self, text: str, cache: _PretokenCache) -> tuple[list[int], int]:
         """Ids of the longest prefix of ``text`` that more text cannot change, and its length."""
         ids: list[int] = []
         segment_start = 0
@@ -198,39 +242,43 @@ class Tokenizer:
                 if match.start() >= hold:
                     break
                 if match.start() > segment_start:
-                    ids += self._encode_pretokens(GPT2_REGEX.findall(text, segment_start, match.start()))
+                    ids += self._encode_pretokens(GPT2_REGEX.findall(text, segment_start, match.start()), cache)
                 ids.append(self._special_ids[match.group()])
                 segment_start = match.end()
         pretokens, consumed = split_final_pretokens(text[segment_start : max(hold, segment_start)])
-        ids += self._encode_pretokens(pretokens)
+        ids += self._encode_pretokens(pretokens, cache)
         return ids, segment_start + consumed
 
-    def _encode_pretokens(self, pretokens: list[str]) -> list[int]:
-        """BPE-encode pre-tokens through the cache (the hot loop: no per-token calls)."""
-        cache = self._cache
+    def _encode_pretokens(self, pretokens: list[str], cache: _PretokenCache) -> list[int]:
+        """BPE-encode pre-tokens through ``cache`` (the hot loop: no per-token calls; a hit
+        is one dict lookup). BPE: merge the lowest-ranked adjacent pair until none applies."""
+        young, old, entries = cache.young, cache.old, cache.entries
         ranks_get = self._pair_ranks.get
         merged_ids = self._merged_ids
         byte_ids = self._byte_ids
         out: list[int] = []
         for pretoken in pretokens:
-            ids = cache.get(pretoken)
+            ids = young.get(pretoken)
             if ids is None:
-                ids = [byte_ids[b] for b in pretoken.encode("utf-8")]
-                if None in ids:
-                    self._raise_missing_byte(pretoken)
-                if len(ids) > _LONG_PRETOKEN:
-                    ids = self._merge_long(ids)
-                else:
-                    while len(ids) > 1:
-                        ranks = [ranks_get(pair, _NO_RANK) for pair in itertools.pairwise(ids)]
-                        best = min(ranks)
-                        if best == _NO_RANK:
-                            break
-                        i = ranks.index(best)
-                        ids[i : i + 2] = (merged_ids[best],)
-                if len(cache) >= CACHE_MAX_ENTRIES:
-                    cache.clear()
-                cache[pretoken] = ids
+                ids = old.get(pretoken)
+                if ids is None:
+                    ids = [byte_ids[b] for b in pretoken.encode("utf-8")]
+                    if None in ids:
+                        self._raise_missing_byte(pretoken)
+                    if len(ids) > _LONG_PRETOKEN:
+                        ids = self._merge_long(ids)
+                    else:
+                        while len(ids) > 1:
+                            ranks = [ranks_get(pair, _NO_RANK) for pair in itertools.pairwise(ids)]
+                            best = min(ranks)
+                            if best == _NO_RANK:
+                                break
+                            i = ranks.index(best)
+                            ids[i : i + 2] = (merged_ids[best],)
+                if len(young) >= entries:
+                    cache.old = old = young
+                    cache.young = young = {}
+                young[pretoken] = ids
             out += ids
         return out
 

@@ -269,6 +269,38 @@ def test_encode_iterable_is_lazy(small_tokenizer: Tokenizer) -> None:
     assert len(list(itertools.islice(stream, 5000))) == 5000
 
 
+@pytest.mark.spec("1.3.encode_iterable")
+@given(chunked_texts(), st.sampled_from([1, 2, 5]))
+def test_tiny_pretoken_caches_change_nothing(
+    small_tokenizer: Tokenizer, case: tuple[str, list[str]], cache_entries: int
+) -> None:
+    """A cache turning over every few pre-tokens gives the same ids as encode."""
+    text, chunks = case
+    streamed = small_tokenizer.encode_iterable(iter(chunks), flush_chars=7, cache_entries=cache_entries)
+    assert list(streamed) == small_tokenizer.encode(text)
+
+
+def test_pretoken_cache_is_bounded_and_keeps_frequent_pretokens(small_tokenizer: Tokenizer) -> None:
+    """Two generations of at most ``entries``: distinct pre-tokens never grow it past 2x,
+    and a pre-token met in every generation keeps its first entry (never re-encoded)."""
+    tok = Tokenizer(small_tokenizer.vocab, small_tokenizer.merges)
+    tok._cache = cache = type(tok._cache)(4)
+    tok.encode(" the")
+    first = cache.young[" the"]
+    text = "".join(f" w{i} the" for i in range(40))  # " w", 40 numbers, " the"
+    assert tok.decode(tok.encode(text)) == text
+    assert len(cache.young) <= 4 and len(cache.old) <= 4
+    latest = cache.young.get(" the", cache.old.get(" the"))
+    assert latest is first, "' the' was evicted and BPE-encoded again"
+
+
+def test_encode_iterable_rejects_bad_buffer_and_cache_sizes(small_tokenizer: Tokenizer) -> None:
+    with pytest.raises(ValueError, match=r"flush_chars \(0\) must be at least 1"):
+        list(small_tokenizer.encode_iterable(["a"], flush_chars=0))
+    with pytest.raises(ValueError, match=r"cache_entries \(0\) must be at least 1, or None"):
+        list(small_tokenizer.encode_iterable(["a"], cache_entries=0))
+
+
 # --- special tokens, decode, files ---------------------------------------------------
 @pytest.mark.spec("1.3.special_tokens")
 def test_special_tokens_longest_match_and_added_ids(small_tokenizer: Tokenizer) -> None:
