@@ -1,0 +1,404 @@
+"""Benchmark 3: training-step throughput, reference TransformerLM vs a torch-native twin.
+
+One step = forward, loss, ``zero_grad``, backward, optimizer step, on a fixed
+random batch stream (seeded; the same for every variant). Variants, each in its
+own process with ``torch.set_num_threads(os.cpu_count())``:
+
+- ``ref``: ``reference.nn.TransformerLM`` + ``reference.training.cross_entropy``
+  + ``reference.training.AdamW``, runtime type checks off (``JAXTYPING_DISABLE=1``)
+  and on (the default);
+- ``native``: ``tools.bench.torch_native.NativeLM`` (``nn.Linear``, SDPA,
+  ``F.rms_norm``...) + ``F.cross_entropy`` + ``torch.optim.AdamW``; its
+  logits are first checked against the reference's with the same weights.
+
+Warmup steps are excluded; the median step time gives tokens/s. Model FLOPs per
+token are ``3 x reference.accounting.forward_flops(config)["total"] /
+context_length`` (forward + backward matmuls); on CUDA the ratio of achieved to
+peak bf16 FLOP/s is the MFU. CUDA adds bf16 autocast and ``torch.compile``
+variants; on a CPU-only machine they are skipped with a printed reason.
+"""
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tools.bench.common import (
+    emit,
+    fmt_bytes,
+    fmt_peak,
+    load_1min,
+    markdown_table,
+    rss_now_bytes,
+    run_worker,
+    verdict,
+)
+
+TARGET_FRACTION = 0.8  # reference (checks off) >= 0.8x torch-native tokens/s
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "small": {
+        "model": dict(vocab_size=10_000, context_length=128, d_model=128, num_layers=2, num_heads=4, d_ff=384),
+        "batch": 16,
+        "warmup": 3,
+        "steps": 10,
+    },
+    "base": {
+        "model": dict(
+            vocab_size=10_000,
+            context_length=256,
+            d_model=512,
+            num_layers=4,
+            num_heads=16,
+            d_ff=1344,
+        ),
+        "batch": 8,
+        "warmup": 2,
+        "steps": 5,
+    },
+}
+QUICK_CONFIGS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "model": dict(vocab_size=512, context_length=32, d_model=32, num_layers=1, num_heads=2, d_ff=64),
+        "batch": 4,
+        "warmup": 1,
+        "steps": 3,
+    }
+}
+
+# Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, matched
+# by substring of torch.cuda.get_device_name() in this order; override with
+# LMSPEC_PEAK_FLOPS for anything else.
+PEAK_BF16: tuple[tuple[str, float], ...] = (
+    ("H100 PCIe", 756e12),
+    ("H100 NVL", 835e12),
+    ("H100", 989.4e12),  # SXM
+    ("H200", 989.4e12),
+    ("H800", 989.4e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("L4", 121e12),
+)
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    if os.environ.get("LMSPEC_PEAK_FLOPS"):
+        return float(os.environ["LMSPEC_PEAK_FLOPS"])
+    for key, flops in PEAK_BF16:
+        if key in device_name:
+            return flops
+    return None
+
+
+# --- worker side -------------------------------------------------------------
+def worker_train(args: dict[str, Any]) -> None:
+    import torch
+
+    from reference.accounting import forward_flops
+    from reference.nn import ModelConfig, TransformerLM
+
+    torch.set_num_threads(args["threads"])
+    device = torch.device(args["device"])
+    variant = args["variant"]
+    cfg = ModelConfig(**args["model"])
+    batch, warmup, steps = args["batch"], args["warmup"], args["steps"]
+    torch.manual_seed(0)
+    result: dict[str, Any] = {"threads": torch.get_num_threads(), "base_rss_bytes": rss_now_bytes()}
+
+    if args["impl"] == "ref":
+        from reference.training import AdamW, cross_entropy
+
+        model: Any = TransformerLM(cfg, device=device)
+        opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        loss_fn: Callable[..., Any] = cross_entropy
+    else:
+        from tools.bench.torch_native import NativeLM, check_equivalence, native_loss
+
+        model = NativeLM(**args["model"]).to(device)
+        reference_model = TransformerLM(cfg, device=device)
+        probe = torch.randint(cfg.vocab_size, (2, cfg.context_length), device=device)
+        result["max_logit_diff_vs_ref"] = check_equivalence(reference_model, model, probe)
+        del reference_model
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        loss_fn = native_loss
+    if "compile" in variant:
+        model = torch.compile(model)
+    use_bf16 = "bf16" in variant
+
+    gen = torch.Generator().manual_seed(1)
+    data = torch.randint(cfg.vocab_size, (warmup + steps, batch, cfg.context_length + 1), generator=gen)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+    def step(i: int, marks: list[float] | None = None) -> Any:
+        x = data[i, :, :-1].to(device, non_blocking=True)
+        y = data[i, :, 1:].to(device, non_blocking=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            logits = model(x)
+            loss = loss_fn(logits, y)
+        if marks is not None:
+            sync()
+            marks.append(time.perf_counter())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if marks is not None:
+            sync()
+            marks.append(time.perf_counter())
+        opt.step()
+        return loss.detach()
+
+    times: list[float] = []
+    phases: dict[str, list[float]] = {"forward+loss": [], "backward": [], "optimizer": []}
+    loss = None
+    for i in range(warmup + steps):
+        sync()
+        t0 = time.perf_counter()
+        loss = step(i)
+        sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    # phase split from extra steps (the syncs between phases cost a little on CUDA)
+    for i in range(min(steps, 3)):
+        sync()
+        marks = [time.perf_counter()]
+        step(warmup + i, marks)
+        sync()
+        marks.append(time.perf_counter())
+        for name, a, b in zip(phases, marks, marks[1:]):
+            phases[name].append(b - a)
+    tokens = batch * cfg.context_length
+    median = statistics.median(times)
+    flops_per_token = 3 * forward_flops(cfg)["total"] / cfg.context_length
+    result.update(
+        step_s=median,
+        step_times=times,
+        tokens_per_step=tokens,
+        tokens_per_s=tokens / median,
+        model_flops_per_s=flops_per_token * tokens / median,
+        flops_per_token=flops_per_token,
+        final_loss=float(loss),
+        phase_s={k: statistics.median(v) for k, v in phases.items()},
+    )
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = peak_bf16_flops(name)
+        result.update(
+            gpu=name,
+            peak_bf16_flops=peak,
+            mfu=None if peak is None else result["model_flops_per_s"] / peak,
+            cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+        )
+    if args.get("profile"):
+        result["profile"] = _profile(step, warmup + steps - 1, args["profile"], device.type)
+    emit(result)
+
+
+def _profile(step: Callable[[int], Any], index: int, path: str, device: str) -> dict[str, Any]:
+    """One profiled step: top ops to ``path`` and the share of op time per kind of op."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    step(index)  # the profiled step reuses a seen batch: no first-touch effects
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        step(index)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
+    Path(path).write_text(table)
+    split = dict.fromkeys(PROFILE_GROUPS, 0.0)
+    for event in prof.events():
+        if not event.key.startswith("aten::"):
+            continue  # record_function ranges and autograd nodes: their ops are counted
+        ancestors = []
+        parent = event.cpu_parent
+        while parent is not None:
+            ancestors.append(parent.name)
+            parent = parent.cpu_parent
+        if any(a.startswith("Optimizer.step") for a in ancestors):
+            group = "optimizer step"
+        elif event.key in MATMUL_OPS:
+            group = "matmul"
+        elif "scaled_dot_product" in event.key or "flash_attention" in event.key:
+            group = "SDPA kernel"
+        elif any(k in event.key for k in ("softmax", "exp", "amax", "masked_fill", "logsumexp")):
+            group = "softmax / exp / max"
+        else:
+            group = "other elementwise, copies"
+        split[group] += event.self_cpu_time_total
+    total = sum(split.values())
+    return {
+        "wall_s": wall,
+        "op_time_s": total / 1e6,
+        "shares_of_op_time": {k: v / total for k, v in split.items()} if total else {},
+        "table": path,
+    }
+
+
+MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_mm")
+PROFILE_GROUPS = (
+    "matmul",
+    "SDPA kernel",
+    "softmax / exp / max",
+    "other elementwise, copies",
+    "optimizer step",
+)
+
+
+# --- parent side -------------------------------------------------------------
+def variants(cuda: bool) -> list[tuple[str, str, str, bool]]:
+    """(label, impl, variant, checks) per device."""
+    rows = [
+        ("reference, checks off", "ref", "eager", False),
+        ("reference, checks on", "ref", "eager", True),
+        ("torch-native", "native", "eager", False),
+    ]
+    if cuda:
+        for variant in ("bf16", "compile", "compile+bf16"):
+            rows.append((f"reference {variant}", "ref", variant, False))
+            rows.append((f"torch-native {variant}", "native", variant, False))
+    return rows
+
+
+def run(out: Path, *, quick: bool, log: Any, profile: bool) -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    threads = os.cpu_count() or 1
+    results: dict[str, Any] = {"threads": threads, "devices": {}, "skipped": []}
+    if not cuda:
+        reason = (
+            "CUDA not available (torch.cuda.is_available() is False): device cuda, "
+            "bf16 autocast, torch.compile variants and MFU skipped"
+        )
+        log("train: " + reason)
+        results["skipped"].append(reason)
+    configs = QUICK_CONFIGS if quick else CONFIGS
+    for device in ["cpu"] + (["cuda"] if cuda else []):
+        per_device: dict[str, Any] = {}
+        for name, cfg in configs.items():
+            rows: dict[str, Any] = {"config": cfg, "load_before": load_1min()}
+            for label, impl, variant, checks in variants(device == "cuda"):
+                log(f"train: {device} {name}: {label}")
+                env = {"JAXTYPING_DISABLE": "0" if checks else "1"}
+                args = {
+                    "impl": impl,
+                    "variant": variant,
+                    "device": device,
+                    "threads": threads,
+                    "model": cfg["model"],
+                    "batch": cfg["batch"],
+                    "warmup": cfg["warmup"],
+                    "steps": cfg["steps"],
+                }
+                if profile:
+                    slug = label.replace(" ", "_").replace(",", "")
+                    args["profile"] = str(out / "profiles" / f"train-{device}-{name}-{slug}.txt")
+                try:
+                    rows[label] = run_worker("train", args, env=env)
+                except Exception as exc:  # a compile failure must not sink the rest
+                    log(f"train: {label} failed: {str(exc)[-500:]}")
+                    rows[label] = {"error": str(exc)[-2000:]}
+            native = rows["torch-native"]["tokens_per_s"]
+            off = rows["reference, checks off"]["tokens_per_s"]
+            on = rows["reference, checks on"]["tokens_per_s"]
+            rows["ratio_ref_over_native"] = off / native
+            rows["checks_on_overhead"] = off / on - 1
+            rows["target_met"] = off / native >= TARGET_FRACTION
+            rows["load_after"] = load_1min()
+            per_device[name] = rows
+        results["devices"][device] = per_device
+    return results
+
+
+def tables(results: dict[str, Any]) -> str:
+    out = []
+    for device, per_device in results["devices"].items():
+        rows = []
+        for name, r in per_device.items():
+            m = r["config"]["model"]
+            shape = (
+                f"{name}: V{m['vocab_size']} d{m['d_model']} L{m['num_layers']} "
+                f"H{m['num_heads']} ff{m['d_ff']} T{m['context_length']} B{r['config']['batch']}"
+            )
+            native = r["torch-native"].get("tokens_per_s")
+            for label, row in r.items():
+                if not isinstance(row, dict) or label == "config":
+                    continue
+                if "error" in row:
+                    rows.append([shape, label, "error", "", "", "", "", "", ""])
+                    continue
+                mfu = row.get("mfu")
+                ph = row["phase_s"]
+                total = sum(ph.values())
+                split = " / ".join(f"{100 * v / total:.0f}" for v in ph.values())
+                rows.append(
+                    [
+                        shape,
+                        label,
+                        f"{row['tokens_per_s']:,.0f}",
+                        f"{row['step_s'] * 1000:.0f} ms",
+                        f"{row['tokens_per_s'] / native:.2f}x" if native else "-",
+                        f"{row['model_flops_per_s'] / 1e9:.1f}",
+                        "-" if mfu is None else f"{100 * mfu:.1f}%",
+                        split,
+                        fmt_bytes(row["cuda_peak_allocated_bytes"])
+                        if "cuda_peak_allocated_bytes" in row
+                        else fmt_peak(row["peak_rss_bytes"], row["base_rss_bytes"]),
+                    ]
+                )
+            rows.append(
+                [
+                    shape,
+                    "ref (off) / native",
+                    f"{r['ratio_ref_over_native']:.2f}x",
+                    "",
+                    f"target >= {TARGET_FRACTION}: {verdict(r['target_met'])}",
+                    "",
+                    f"checks-on overhead {100 * r['checks_on_overhead']:+.0f}%",
+                    "",
+                    f"load {r['load_before']:.1f}->{r['load_after']:.1f}",
+                ]
+            )
+        out.append(
+            f"**{device}**\n\n"
+            + markdown_table(
+                [
+                    "config",
+                    "variant",
+                    "tokens/s",
+                    "step (median)",
+                    "vs native",
+                    "model GFLOP/s",
+                    "MFU",
+                    "fwd / bwd / opt %",
+                    "peak mem",
+                ],
+                rows,
+            )
+        )
+    prof_rows = [
+        [f"{device} {name}", label]
+        + [f"{100 * row['profile']['shares_of_op_time'].get(g, 0):.0f}%" for g in PROFILE_GROUPS]
+        + [f"{row['profile']['op_time_s'] / row['profile']['wall_s']:.2f}"]
+        for device, per_device in results["devices"].items()
+        for name, r in per_device.items()
+        for label, row in r.items()
+        if isinstance(row, dict) and "profile" in row
+    ]
+    if prof_rows:
+        out.append(
+            "Profile of one step (torch.profiler; share of the time spent inside aten ops):\n\n"
+            + markdown_table(["run", "variant", *PROFILE_GROUPS, "op time / wall"], prof_rows)
+        )
+    for reason in results["skipped"]:
+        out.append(f"Skipped: {reason}.")
+    return "\n\n".join(out)
