@@ -38,6 +38,7 @@ from reference.nn import (
     silu,
     softmax,
 )
+from reference.nn.attention import CAUSAL_BLOCK, causal_attend
 
 F64 = torch.float64
 SMALL = ModelConfig(vocab_size=97, context_length=16, d_model=24, num_layers=2, num_heads=3, d_ff=40)
@@ -148,10 +149,25 @@ def test_rope_matches_complex_rotation(positions_shape: str) -> None:
     assert (out32.double() - out).abs().max() < 1e-5  # float32 tables, float32 math
 
 
-def test_mha_matches_torch_causal_attention() -> None:
+@pytest.mark.parametrize("seq", [1, 3, 4, 5, 11])
+def test_causal_attend_blocks_match_sdpa_values_and_gradients(seq: int) -> None:
+    """Query blocks of 4 rows: lengths below, at, just over and not a multiple of the block."""
+    q, k, v = (torch.randn(2, 3, seq, 6, dtype=F64, requires_grad=True) for _ in range(3))
+    out = causal_attend(q, k, v, block=4)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert_exact(out, expected)
+    weights = torch.randn_like(out)
+    grads = torch.autograd.grad((out * weights).sum(), (q, k, v))
+    expected_grads = torch.autograd.grad((expected * weights).sum(), (q, k, v))
+    for got, want in zip(grads, expected_grads, strict=True):
+        assert_exact(got, want)
+
+
+@pytest.mark.parametrize("seq", [6, CAUSAL_BLOCK + 1])
+def test_mha_matches_torch_causal_attention(seq: int) -> None:
     d_model, heads = 16, 4
     attn = CausalMultiHeadSelfAttention(d_model, heads, dtype=F64)
-    x = torch.randn(2, 5, 6, d_model, dtype=F64)  # two leading batch axes
+    x = torch.randn(2, 5, seq, d_model, dtype=F64)  # two leading batch axes
 
     def split(w: torch.Tensor) -> torch.Tensor:
         return (x @ w.T).unflatten(-1, (heads, -1)).transpose(-3, -2)

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
 from reference.training import (
@@ -68,6 +69,36 @@ def test_cross_entropy_gradient_is_softmax_minus_onehot():
     cross_entropy(logits, targets).backward()
     onehot = torch.zeros(3, 5, dtype=torch.float64).scatter_(1, targets[:, None], 1.0)
     torch.testing.assert_close(logits.grad, (torch.softmax(logits.detach(), -1) - onehot) / 3)
+
+
+def test_cross_entropy_gradient_matches_torch_over_leading_dims():
+    """The hand-written backward against autograd through F.cross_entropy, float64,
+    with an upstream gradient other than 1 and a second backward of the same graph."""
+    logits = torch.randn(2, 3, 7, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 7, (2, 3))
+    loss = 2.5 * cross_entropy(logits, targets)
+    (grad,) = torch.autograd.grad(loss, logits, retain_graph=True)
+    (again,) = torch.autograd.grad(loss, logits)  # the saved exps are not consumed
+    expected = torch.autograd.grad(2.5 * F.cross_entropy(logits.flatten(0, 1), targets.flatten()), logits)[0]
+    torch.testing.assert_close(grad, expected, rtol=0, atol=1e-15)
+    torch.testing.assert_close(again, grad, rtol=0, atol=0)
+
+
+def test_cross_entropy_low_precision_and_unsigned_targets():
+    logits = torch.randn(4, 9, dtype=torch.bfloat16, requires_grad=True)
+    targets = torch.tensor([0, 8, 3, 3], dtype=torch.uint16)
+    loss = cross_entropy(logits, targets)
+    loss.backward()
+    assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+    expected = F.cross_entropy(logits.detach().double(), targets.long())
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_cross_entropy_refuses_double_backward():
+    logits = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(cross_entropy(logits, torch.tensor([0, 1, 2])), logits, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"does not require grad|differentiate twice"):
+        grad.sum().backward()
 
 
 def test_cross_entropy_rejects_out_of_range_targets():

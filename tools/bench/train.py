@@ -56,7 +56,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         ),
         "batch": 8,
         "warmup": 2,
-        "steps": 5,
+        "steps": 8,
     },
 }
 QUICK_CONFIGS: dict[str, dict[str, Any]] = {
