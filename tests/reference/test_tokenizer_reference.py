@@ -6,6 +6,7 @@ from those files, and the streaming / chunking invariants stated in SPEC §1.3.
 Error messages are asserted verbatim-ish, as the style guide asks.
 """
 
+import gc
 import itertools
 import json
 import os
@@ -292,6 +293,16 @@ def test_pretoken_cache_is_bounded_and_keeps_frequent_pretokens(small_tokenizer:
     assert len(cache.young) <= 4 and len(cache.old) <= 4
     latest = cache.young.get(" the", cache.old.get(" the"))
     assert latest is first, "' the' was evicted and BPE-encoded again"
+
+
+def test_pretoken_cache_entries_leave_the_cyclic_gc(small_tokenizer: Tokenizer) -> None:
+    """Cached encodings are not walked by every GC pass (lists would be: 12% of
+    encode's time with the type checks' objects loaded, BENCHMARKS.md)."""
+    tok = Tokenizer(small_tokenizer.vocab, small_tokenizer.merges)
+    tok.encode("the cat sat on the mat, 1234 times\n" * 3)
+    gc.collect()
+    entries = [*tok._cache.young.values(), *tok._cache.old.values()]
+    assert entries and not any(gc.is_tracked(ids) for ids in entries)
 
 
 def test_encode_iterable_rejects_bad_buffer_and_cache_sizes(small_tokenizer: Tokenizer) -> None:
