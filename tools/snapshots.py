@@ -244,7 +244,8 @@ def generate(name: str) -> bytes:
 def regeneration_problems(name: str, data: bytes) -> list[str]:
     """How the stored golden ``data`` of case ``name`` fails to regenerate (empty when it does)."""
     rel = f"nn/{name}.npz"
-    case, tol = CASES[name], getattr(T, CASES[name].tol)
+    case = CASES[name]
+    tol = getattr(T, case.tol)
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         stored = {key: npz[key] for key in npz.files}
     fresh = generate_arrays(name)

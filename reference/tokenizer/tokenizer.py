@@ -67,9 +67,6 @@ class _PretokenCache:
         self.young: dict[str, tuple[int, ...]] = {}
         self.old: dict[str, tuple[int, ...]] = {}
 
-    def __len__(self) -> int:
-        return len(self.young) + len(self.old)
-
 
 class Tokenizer:
     """A byte-level BPE tokenizer (SPEC §1.3).
@@ -275,9 +272,9 @@ class Tokenizer:
                                 break
                             i = ranks.index(best)
                             ids[i : i + 2] = (merged_ids[best],)
-                # a tuple of ints, unlike a list, is untracked by the cyclic GC
-                # after one collection: GC passes stay cheap however full the cache
-                ids = tuple(ids)
+                    # a tuple of ints, unlike a list, is untracked by the cyclic GC
+                    # after one collection: GC passes stay cheap however full the cache
+                    ids = tuple(ids)
                 if len(young) >= entries:
                     cache.old = old = young
                     cache.young = young = {}

@@ -41,7 +41,8 @@ from tools.bench.common import (
     summary,
     verdict,
 )
-from tools.bench.corpus import sha256_file, stdlib_corpus
+from tools.bench.corpus import stdlib_corpus
+from tools.grade.files import sha256_file
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 TARGET_RATIO = 3.0  # reference wall time within 3x of HF at the same core count

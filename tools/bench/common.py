@@ -44,10 +44,6 @@ def fixtures_dir() -> Path | None:
     return None
 
 
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 def summary(values: Sequence[float]) -> dict[str, Any]:
     """Median, min, max and the raw values (seconds or whatever unit was given)."""
     return {
@@ -102,6 +98,14 @@ def hwm_bytes() -> int:
     return 0
 
 
+def subprocess_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment with the repository on ``PYTHONPATH``, plus ``extra``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
 def run_worker(
     task: str,
     args: Mapping[str, Any],
@@ -110,12 +114,9 @@ def run_worker(
     timeout: float = 1200.0,
 ) -> dict[str, Any]:
     """Run ``tools.bench.worker`` TASK in a fresh interpreter and return its JSON result."""
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    full_env.update(env or {})
     cmd = [sys.executable, "-m", "tools.bench.worker", task, json.dumps(dict(args))]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=REPO, env=subprocess_env(env), capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     result = None
     for line in proc.stdout.splitlines():

@@ -14,7 +14,6 @@ fixtures (when ../shared/fixtures is present) followed by the start of the
 stdlib corpus, to ``n_bytes`` bytes: prose first, then code.
 """
 
-import hashlib
 import platform
 import sysconfig
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tools.bench.common import EOT, fixtures_dir
 
-__all__ = ["encode_text", "sha256_file", "stdlib_corpus", "stdlib_documents"]
+__all__ = ["encode_text", "stdlib_corpus", "stdlib_documents"]
 
 
 def stdlib_documents() -> Iterator[str]:
@@ -64,14 +63,6 @@ def _corpus_bytes(n_bytes: int) -> bytes:
         if size >= n_bytes:
             break  # enough: the rest would be cut off anyway
     return _fit(b"".join(parts), n_bytes)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def stdlib_corpus(n_bytes: int, cache_dir: Path) -> Path:

@@ -2,7 +2,7 @@
 
 - ``python -m pytest conformance -n 2 --hypothesis-profile ci`` (the reference);
 - ``python -m pytest tests -n 2 --hypothesis-profile ci`` (the meta-tests);
-- ``python -m tools.grade`` on the reference (one submission), when present.
+- ``python -m tools.grade`` on the reference (one submission).
 
 Each is one run by default (minutes each; ``--suite-repeats`` for more), and
 the 1-minute load average before and after is recorded: these numbers are
@@ -10,8 +10,6 @@ only comparable when the machine is otherwise idle. ``--quick`` only times
 collection of the conformance suite (``--collect-only``).
 """
 
-import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,31 +17,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench.common import REPO, fmt_s, load_1min, markdown_table, summary
-
-_SUMMARY = re.compile(r"=+ (.*(?:passed|failed|error|skipped|no tests ran|selected).*?) =+\s*$")
+from tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env, summary
 
 
 def _run(cmd: list[str], timeout: float) -> dict[str, Any]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     load = load_1min()
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc, output = None, f"timed out after {timeout:.0f} s: {exc}"
     wall = time.perf_counter() - t0
-    line = ""
-    for text_line in output.splitlines():
-        match = _SUMMARY.match(text_line.strip())
-        if match:
-            line = match.group(1)
+    # the last line: pytest's "N passed in Xs" (with or without its "=" rule)
+    lines = output.strip().splitlines()
     return {
         "wall_s": wall,
         "returncode": rc,
-        "summary": line or output.strip().splitlines()[-1:],
+        "summary": lines[-1].strip("= ") if lines else "",
         "load_before": load,
         "load_after": load_1min(),
     }
@@ -59,24 +50,15 @@ def commands(quick: bool, grade_out: Path) -> list[tuple[str, list[str]]]:
                 [py, "-m", "pytest", "conformance", "-q", "--collect-only", *profile],
             )
         ]
-    cmds = [
+    return [
         ("conformance -n 2", [py, "-m", "pytest", "conformance", "-n", "2", "-q", *profile]),
         ("meta-tests -n 2", [py, "-m", "pytest", "tests", "-n", "2", "-q", *profile]),
+        ("grade reference", [py, "-m", "tools.grade", "--out", str(grade_out), "--quiet", "--format", "json"]),
     ]
-    if (REPO / "tools" / "grade" / "__main__.py").is_file():
-        cmds.append(
-            (
-                "grade reference",
-                [py, "-m", "tools.grade", "--out", str(grade_out), "--quiet", "--format", "json"],
-            )
-        )
-    return cmds
 
 
 def run(*, quick: bool, log: Any, repeats: int, timeout: float = 1800) -> dict[str, Any]:
-    results: dict[str, Any] = {"runs": {}, "notes": []}
-    if not (REPO / "tools" / "grade" / "__main__.py").is_file():
-        results["notes"].append("tools.grade not present: grading not timed")
+    results: dict[str, Any] = {"runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for label, cmd in commands(quick, Path(tmp) / "grade-out"):
             log(f"suite: {label}: {' '.join(cmd[1:])}")
@@ -101,11 +83,8 @@ def tables(results: dict[str, Any]) -> str:
                 fmt_s(r["wall_s"]["median"]),
                 str(r["wall_s"]["n"]),
                 ",".join(str(c) for c in r["returncode"]),
-                str(r["summary"]),
+                r["summary"],
                 loads,
             ]
         )
-    text = markdown_table(["run", "wall (median)", "n", "exit", "pytest summary", "load"], rows)
-    if results["notes"]:
-        text += "\n\n" + "\n".join(f"- {n}" for n in results["notes"])
-    return text
+    return markdown_table(["run", "wall (median)", "n", "exit", "last line of output", "load"], rows)
