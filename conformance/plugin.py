@@ -77,6 +77,11 @@ def pytest_configure(config: pytest.Config) -> None:
     global _ADAPTER, _ADAPTER_ERROR
     config.addinivalue_line("markers", "spec(id): the SPEC.md item a test checks (conformance/spec_items.py)")
     config.addinivalue_line("markers", "slow: a test that takes seconds even in the ci profile")
+    config.addinivalue_line(
+        "markers",
+        "strict: a STRICT rule of its spec item (SPEC.md: behaviour beyond the course's contract; "
+        "reported per item, never scored)",
+    )
     if config.getoption("max_examples"):
         settings.register_profile(
             "_lmspec_override",
@@ -282,6 +287,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             {
                 "nodeid": report.nodeid,
                 "spec": dict(report.user_properties).get("spec"),
+                "strength": dict(report.user_properties).get("strength"),
                 "when": report.when,
                 "outcome": outcome,
                 "message": _one_line(report),
@@ -295,10 +301,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config._lmspec_started = time.time()  # type: ignore[attr-defined]
 
 
+def strength(item: pytest.Item) -> str | None:
+    """"must" (scored), "strict" (reported, never scored) or "should" (a SHOULD
+    item); None for a test without a spec id."""
+    sid = spec_id(item)
+    if sid is None:
+        return None
+    if item.get_closest_marker("strict") is not None:
+        return "strict"
+    return "should" if BY_ID[sid].should else "must"
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     sid = spec_id(item)
     if sid:
         item.user_properties.append(("spec", sid))
+        item.user_properties.append(("strength", strength(item)))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
