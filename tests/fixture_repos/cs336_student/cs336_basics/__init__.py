@@ -1,0 +1,3 @@
+import importlib.metadata
+
+__version__ = importlib.metadata.version("cs336_basics")
