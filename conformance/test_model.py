@@ -5,6 +5,10 @@ addressed by the SPEC §2 state-dict names (conformance/oracles/nn.py). The
 accounting oracle counts parameters from those weight shapes and FLOPs with
 torch's FlopCounterMode on the oracle forward (meta device): nothing is
 copied from an implementation.
+
+MUST tests use the contract (SPEC §2): the block on (batch, seq, d_model), the
+LM on (batch, seq) ids. Other numbers of leading dims are STRICT tests. The
+ablation and accounting items are the extended profile (optional functions).
 """
 
 import pytest
@@ -22,6 +26,7 @@ from conformance.strategies import nn as sn
 # the thorough profile scale it too.
 FEW = settings(max_examples=max(5, settings.default.max_examples // 3))
 FEWER = settings(max_examples=max(3, settings.default.max_examples // 6))
+strict = pytest.mark.strict
 
 ABLATIONS = [
     ("post", True, "swiglu"),
@@ -68,11 +73,8 @@ def _lm_args(cfg):
 
 
 # --- block ---------------------------------------------------------------------------
-@pytest.mark.spec("2.block")
-@FEW
-@given(case=sn.block_cases())
-def test_block_is_prenorm(run_transformer_block, device, case):
-    """z = x + MHA(RMSNorm₁(x)), y = z + SwiGLU(RMSNorm₂(z)), RoPE at 0..seq-1."""
+def _check_block(run_transformer_block, device, case):
+    __tracebackhide__ = True
     out = run_transformer_block(
         case.d_model,
         case.num_heads,
@@ -91,6 +93,24 @@ def test_block_is_prenorm(run_transformer_block, device, case):
         hints=_block_hints(case, case.theta),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, d_ff={case.d_ff}, θ={case.theta}",
     )
+
+
+@pytest.mark.spec("2.block")
+@FEW
+@given(case=sn.block_cases(lead_dims=sn.BATCH))
+def test_block_is_prenorm(run_transformer_block, device, case):
+    """z = x + MHA(RMSNorm₁(x)), y = z + SwiGLU(RMSNorm₂(z)), RoPE at 0..seq-1,
+    on (batch, seq, d_model) inputs."""
+    _check_block(run_transformer_block, device, case)
+
+
+@pytest.mark.spec("2.block")
+@strict
+@FEWER
+@given(case=sn.block_cases(lead_dims=sn.ANY_LEAD))
+def test_block_any_leading_dims(run_transformer_block, device, case):
+    """STRICT: the block works for any number of leading dims ((seq, d_model), 4-D...)."""
+    _check_block(run_transformer_block, device, case)
 
 
 # --- LM --------------------------------------------------------------------------------
@@ -116,6 +136,26 @@ def test_lm_matches_float64(run_transformer_lm, device, case):
         oracle.lm(ids, weights, cfg),
         tol.LM_F32,
         rule="Transformer LM logits (float32 vs float64)",
+        hints=_lm_hints(case),
+        context=f"{cfg}, ids {ids.tolist()}",
+    )
+
+
+@pytest.mark.spec("2.lm")
+@strict
+@FEWER
+@given(case=sn.lm_cases(lead_dims=(0, 2)))
+def test_lm_any_id_shape(run_transformer_lm, device, case):
+    """STRICT: ids of other shapes than (batch, seq) — one unbatched sequence
+    (seq,), or (a, b, seq) — give logits (..., seq, vocab)."""
+    ids, weights, cfg = case
+    out = run_transformer_lm(*_lm_args(cfg), _on(weights, device), ids.to(device))
+    assert_shape(out, (*ids.shape, cfg.vocab_size), rule="LM logits are (..., seq, vocab_size)")
+    assert_close(
+        out,
+        oracle.lm(ids, weights, cfg),
+        tol.LM_F32,
+        rule="Transformer LM logits on ids of any shape (float32 vs float64)",
         hints=_lm_hints(case),
         context=f"{cfg}, ids {ids.tolist()}",
     )
@@ -183,7 +223,7 @@ def test_lm_truncated_input_gives_prefix_logits(run_transformer_lm, device, case
 
 # --- ablations (extended profile) ------------------------------------------------------
 @pytest.mark.spec("2.ablations")
-@given(case=sn.swiglu_cases())
+@given(case=sn.swiglu_cases(lead_dims=sn.BATCH_SEQ))
 def test_silu_ffn_matches_float64(run_silu_ffn, device, case):
     """Ablation FFN: W2 SiLU(W1 x), W1: (d_ff, d_model), W2: (d_model, d_ff)."""
     x, w1, w2, _ = case
@@ -204,7 +244,7 @@ def test_silu_ffn_matches_float64(run_silu_ffn, device, case):
 @given(data=st.data())
 def test_block_ablation_matches_float64(run_transformer_block_ablation, device, norm, use_rope, ffn, data):
     """Block ablations: post-norm z = RMSNorm(x + MHA(x)), no norm, NoPE, SiLU FFN."""
-    case = data.draw(sn.block_cases(norm=norm, ffn=ffn), label="case")
+    case = data.draw(sn.block_cases(lead_dims=sn.BATCH, norm=norm, ffn=ffn), label="case")
     theta = case.theta if use_rope else None
     out = run_transformer_block_ablation(
         case.d_model,

@@ -6,6 +6,11 @@ Oracle: the rotation written out per pair in float64
 (conformance/oracles/nn.py). Properties: identity at position 0, norm
 preservation, relative invariance of inner products, positions carried by
 ``token_positions`` rather than the sequence index.
+
+MUST tests use the contract's shapes (SPEC §2): inputs ``(batch, seq, d_k)``
+with positions ``(seq,)``, ``(1, seq)`` or ``(batch, seq)``, and ``(batch,
+heads, seq, d_k)`` with positions ``(seq,)`` or ``(1, seq)``. Any other number
+of leading dims or broadcast of the positions is a STRICT test.
 """
 
 import pytest
@@ -14,9 +19,17 @@ from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from conformance import tolerances as tol
-from conformance.asserts import assert_close, assert_shape
+from conformance.asserts import assert_close, assert_shape, describe_mismatch
 from conformance.oracles import nn as oracle
 from conformance.strategies import nn as sn
+
+strict = pytest.mark.strict
+CONTRACT = sn.rope_cases(lead_dims=sn.BATCH_OR_HEADS, contract_positions=True)
+
+
+def _deinterleaved(rotated: torch.Tensor) -> torch.Tensor:
+    """A correct rotation written back as [all x'₂ₖ, all x'₂ₖ₊₁] (a layout bug)."""
+    return torch.cat([rotated[..., 0::2], rotated[..., 1::2]], -1)
 
 
 def _rope_hints(x, positions, theta):
@@ -35,6 +48,10 @@ def _rope_hints(x, positions, theta):
             "token_positions ignored (used 0..seq-1)",
             lambda: oracle.rope(x, torch.arange(seq), theta),
         ),
+        (
+            "pairs (2k, 2k+1) rotated but written back de-interleaved ([x'₀, x'₂, ...; x'₁, x'₃, ...])",
+            lambda: _deinterleaved(oracle.rope(x, positions, theta)),
+        ),
     ]
 
 
@@ -44,12 +61,8 @@ def _call(run_rope, case, device, x=None, positions=None):
     return run_rope(x.shape[-1], case.theta, case.max_seq_len, x.to(device), positions.to(device))
 
 
-@pytest.mark.spec("2.rope")
-@given(case=sn.rope_cases())
-@example(case=sn.RopeCase(torch.arange(8.0).reshape(1, 8), torch.tensor([3]), 10000.0, 4))
-def test_rope_matches_float64(run_rope, device, case):
-    """RoPE rotates each adjacent pair (x₂ₖ, x₂ₖ₊₁) by i / theta^(2k/d_k),
-    for any leading dims, broadcasting positions and arbitrary positions."""
+def _check_rope(run_rope, device, case):
+    __tracebackhide__ = True
     out = _call(run_rope, case, device)
     assert_shape(out, case.x.shape, rule="RoPE keeps the shape")
     assert_close(
@@ -60,6 +73,26 @@ def test_rope_matches_float64(run_rope, device, case):
         hints=_rope_hints(case.x, case.positions, case.theta),
         context=f"x{tuple(case.x.shape)}, positions {case.positions.tolist()}, theta={case.theta}",
     )
+
+
+@pytest.mark.spec("2.rope")
+@given(case=CONTRACT)
+@example(case=sn.RopeCase(torch.arange(8.0).reshape(1, 1, 8), torch.tensor([3]), 10000.0, 4))
+def test_rope_matches_float64(run_rope, device, case):
+    """RoPE rotates each adjacent pair (x₂ₖ, x₂ₖ₊₁) by i / theta^(2k/d_k), for
+    (batch, seq, d_k) and (batch, heads, seq, d_k) inputs and arbitrary
+    positions of the contract's shapes."""
+    _check_rope(run_rope, device, case)
+
+
+@pytest.mark.spec("2.rope")
+@strict
+@given(case=sn.rope_cases())
+def test_rope_any_leading_dims_and_position_broadcast(run_rope, device, case):
+    """STRICT: the same for any number of leading dims ((seq, d_k), 5-D...) and
+    positions of any shape that broadcasts against them ((heads, seq),
+    (batch, heads, seq)...)."""
+    _check_rope(run_rope, device, case)
 
 
 @pytest.mark.spec("2.rope")
@@ -75,14 +108,15 @@ def test_rope_rotates_adjacent_pairs(run_rope, device, d_half, position):
     outside = (pair_of[:, None] != pair_of[None, :]) & (out[:, 0, :].abs() > tol.ROPE_F32.atol)
     if bool(outside.any()):
         i, j = (int(v) for v in outside.nonzero()[0])
+        causes = [
+            cause
+            for cause, make in _rope_hints(basis, positions, 10000.0)
+            if describe_mismatch(out, make(), tol.ROPE_F32) is None
+        ]
         raise AssertionError(
             f"RoPE must rotate adjacent pairs (2k, 2k+1): input e_{i} at position {position} "
             f"leaks into element {j} (value {out[i, 0, j].item():.4g}), d_k={d_k}"
-            + (
-                "\n  likely cause: half-split rotation (rotate-half) pairs (k, k+d_k/2)"
-                if j % d_half == i % d_half
-                else ""
-            )
+            + "".join(f"; likely cause: {c}" for c in causes)
         )
     assert_close(
         out,
@@ -95,7 +129,7 @@ def test_rope_rotates_adjacent_pairs(run_rope, device, d_half, position):
 
 
 @pytest.mark.spec("2.rope")
-@given(case=sn.rope_cases())
+@given(case=CONTRACT)
 def test_rope_identity_at_position_zero(run_rope, device, case):
     """At position 0 every angle is 0: RoPE returns its input."""
     out = _call(run_rope, case, device, positions=torch.zeros_like(case.positions))
@@ -109,7 +143,7 @@ def test_rope_identity_at_position_zero(run_rope, device, case):
 
 
 @pytest.mark.spec("2.rope")
-@given(case=sn.rope_cases())
+@given(case=CONTRACT)
 def test_rope_preserves_norm(run_rope, device, case):
     """A rotation preserves the norm of every (token, head) vector."""
     out = torch.as_tensor(_call(run_rope, case, device)).detach().cpu().double()
@@ -152,15 +186,14 @@ def test_rope_inner_product_depends_only_on_offset(run_rope, device, d_half, the
 
 
 @pytest.mark.spec("2.rope")
-@given(case=sn.rope_cases(), seed=sn.seeds)
+@given(case=CONTRACT, seed=sn.seeds)
 def test_rope_position_comes_from_token_positions(run_rope, device, case, seed):
     """Permuting the tokens together with their positions permutes the output:
     a token's rotation depends on its token_positions entry, not its index."""
     seq = case.x.shape[-2]
     perm = torch.randperm(seq, generator=torch.Generator().manual_seed(seed))
-    positions = case.positions.expand(*case.x.shape[:-1])
-    out = torch.as_tensor(_call(run_rope, case, device, positions=positions)).detach().cpu()
-    permuted = _call(run_rope, case, device, x=case.x[..., perm, :], positions=positions[..., perm])
+    out = torch.as_tensor(_call(run_rope, case, device)).detach().cpu()
+    permuted = _call(run_rope, case, device, x=case.x[..., perm, :], positions=case.positions[..., perm])
     assert_close(
         permuted,
         out[..., perm, :],
@@ -172,5 +205,5 @@ def test_rope_position_comes_from_token_positions(run_rope, device, case, seed):
                 lambda: oracle.rope(case.x[..., perm, :], torch.arange(seq), case.theta),
             )
         ],
-        context=f"x{tuple(case.x.shape)}, positions {positions.tolist()}, perm {perm.tolist()}",
+        context=f"x{tuple(case.x.shape)}, positions {case.positions.tolist()}, perm {perm.tolist()}",
     )

@@ -30,6 +30,22 @@ def test_leading_shapes(shape):
 
 @FEW
 @given(data=st.data())
+def test_leading_shapes_keep_to_the_requested_numbers_of_dims(data):
+    dims = data.draw(st.sampled_from([sn.BATCH, sn.BATCH_SEQ, sn.BATCH_OR_HEADS, sn.ANY_LEAD]), label="dims")
+    shape = data.draw(sn.leading_shapes(dims=dims), label="shape")
+    assert len(shape) in dims and _lead_ok(shape)
+
+
+def test_contract_lead_dims_are_the_specs():
+    """SPEC §2 "Shapes": (batch, seq, d) for Linear, SwiGLU, RMSNorm (two leading
+    dims before d), MHA and the block (one before seq), SDPA and RoPE with or
+    without a head axis."""
+    assert sn.BATCH_SEQ == (2,) and sn.BATCH == (1,) and sn.BATCH_OR_HEADS == (1, 2)
+    assert set(sn.ANY_LEAD) == set(range(sn.MAX_LEAD_DIMS + 1))
+
+
+@FEW
+@given(data=st.data())
 def test_broadcast_of_broadcasts(data):
     shape = data.draw(sn.leading_shapes(), label="shape")
     small = data.draw(sn.broadcast_of(shape), label="broadcast")
@@ -159,3 +175,48 @@ def test_lm_cases(case, full):
         assert 1 <= ids.shape[1] <= cfg.context_length and ids.max() < cfg.vocab_size
         assert {k: tuple(v.shape) for k, v in weights.items()} == oracle.lm_weight_shapes(cfg)
     assert full.token_ids.shape[1] == full.config.context_length
+
+
+@FEW
+@given(
+    lin=sn.linear_cases(lead_dims=sn.BATCH_SEQ),
+    norm=sn.rmsnorm_cases(lead_dims=sn.BATCH_SEQ),
+    ffn=sn.swiglu_cases(lead_dims=sn.BATCH_SEQ),
+    emb=sn.embedding_cases(lead_dims=sn.BATCH),
+    act=sn.activations(lead_dims=sn.MATRIX_OR_BATCH_SEQ),
+)
+def test_contract_cases_have_contract_shapes(lin, norm, ffn, emb, act):
+    assert lin.x.dim() == norm.x.dim() == ffn.x.dim() == 3
+    assert emb.token_ids.dim() == 2 and act.dim() in (2, 3)
+
+
+@FEW
+@given(case=sn.rope_cases(lead_dims=sn.BATCH_OR_HEADS, contract_positions=True))
+def test_contract_rope_cases(case):
+    """(batch, seq, d_k) with positions (seq,), (1, seq) or (batch, seq);
+    (batch, heads, seq, d_k) with positions (seq,) or (1, seq)."""
+    x, positions = case.x, case.positions
+    assert x.dim() in (3, 4)
+    allowed = [(x.shape[-2],), (1, x.shape[-2])] + ([(x.shape[0], x.shape[-2])] if x.dim() == 3 else [])
+    assert tuple(positions.shape) in allowed
+
+
+@FEW
+@given(case=sn.sdpa_cases(lead_dims=sn.BATCH_OR_HEADS, contract_masks=True))
+def test_contract_sdpa_cases(case):
+    q, k, v, mask = case
+    assert q.dim() in (3, 4) and k.dim() == v.dim() == q.dim()
+    assert mask.shape in (torch.Size(q.shape[:-1] + k.shape[-2:-1]), torch.Size((q.shape[-2], k.shape[-2])))
+
+
+@FEW
+@given(case=sn.mha_cases(lead_dims=sn.BATCH, contract_positions=True))
+def test_contract_mha_cases(case):
+    assert case.x.dim() == 3
+    assert tuple(case.positions.shape) in ((1, case.x.shape[1]), (case.x.shape[0], case.x.shape[1]))
+
+
+@FEW
+@given(block=sn.block_cases(lead_dims=sn.BATCH), lm=sn.lm_cases(lead_dims=(0, 2)))
+def test_block_and_lm_lead_dims(block, lm):
+    assert block.x.dim() == 3 and lm.token_ids.dim() in (1, 3)

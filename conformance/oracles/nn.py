@@ -204,6 +204,7 @@ def mha(
     heads: str = "grouped",
     rope_on_v: bool = False,
     mask: str = "causal",
+    positions_on_head_axis: bool = False,
     probe: Probe = _no_probe,
 ) -> Tensor:
     """Causal multi-head self-attention, one head at a time.
@@ -213,7 +214,10 @@ def mha(
     (default ``0..seq-1``); heads are concatenated in order and projected by
     W_O. Hints only: ``heads="interleaved"`` (rows h, h+H, ..., merged back
     the same way), ``heads="interleaved_split"`` (merged in head order),
-    ``rope_on_v``, ``mask="none"|"strict"``.
+    ``rope_on_v``, ``mask="none"|"strict"``, ``positions_on_head_axis``
+    ((batch, seq) positions broadcast against (batch, heads, seq, d_k) without
+    a head axis: with batch = heads, head h of every sequence takes row h's
+    positions).
     """
     x = f64(x)
     seq = x.shape[-2]
@@ -227,9 +231,14 @@ def mha(
         with probe("attn_qkv"):
             q, k, v = linear(x, q_w[rows]), linear(x, k_w[rows]), linear(x, v_w[rows])
         if theta is not None:
-            q, k = rope(q, positions, theta), rope(k, positions, theta)
+            pos = positions
+            if positions_on_head_axis:
+                if positions.dim() != 2 or positions.shape[0] != num_heads:
+                    raise ValueError("positions_on_head_axis needs (batch = num_heads, seq) positions")
+                pos = positions[h]
+            q, k = rope(q, pos, theta), rope(k, pos, theta)
             if rope_on_v:
-                v = rope(v, positions, theta)
+                v = rope(v, pos, theta)
         outs.append(attention(q, k, v, allowed, probe=probe))
     with probe("attn_output"):
         merged = torch.stack(outs, -1).flatten(-2) if heads == "interleaved" else torch.cat(outs, -1)

@@ -20,6 +20,15 @@ from conformance.oracles.nn import ModelConfig, block_weight_shapes, lm_weight_s
 
 MAX_LEAD_DIMS = 3  # "any number of leading dims": 0..3 of them
 MAX_LEAD_SIZE = 3
+
+# How many leading (batch-like) dims a case has, before the op's own trailing
+# dims. MUST tests draw the course's contract (SPEC §2 "Shapes"); STRICT tests
+# draw any number, the contract's included.
+ANY_LEAD = tuple(range(MAX_LEAD_DIMS + 1))
+BATCH_SEQ = (2,)  # x (batch, seq, d): Linear, SwiGLU, RMSNorm (leading dims before d)
+BATCH = (1,)  # x (batch, seq, d) for MHA and the block, ids (batch, seq): leading dims before seq
+BATCH_OR_HEADS = (1, 2)  # (batch, n, d) or (batch, heads, n, d): SDPA and RoPE
+MATRIX_OR_BATCH_SEQ = (1, 2)  # SiLU: the official test's (rows, d) and (batch, seq, d_ff)
 MAX_WIDTH = 48  # d_in, d_out, d_model, d_ff of single ops
 MAX_SEQ = 10
 MAX_ROPE_DK = 32
@@ -43,9 +52,14 @@ def weight(g: torch.Generator, d_out: int, d_in: int) -> Tensor:
     return randn(g, d_out, d_in, std=1.0 / math.sqrt(d_in))
 
 
-def leading_shapes(*, max_dims: int = MAX_LEAD_DIMS, max_side: int = MAX_LEAD_SIZE) -> st.SearchStrategy:
-    """Batch-like leading dims ``(...)``: 0..max_dims sizes in 1..max_side."""
-    return st.lists(st.integers(1, max_side), max_size=max_dims).map(tuple)
+@st.composite
+def leading_shapes(
+    draw: st.DrawFn, *, dims: tuple[int, ...] = ANY_LEAD, max_side: int = MAX_LEAD_SIZE
+) -> tuple[int, ...]:
+    """Batch-like leading dims ``(...)``: a number of them taken from ``dims``,
+    each of size 1..max_side."""
+    n = draw(st.sampled_from(dims), label="number of leading dims")
+    return tuple(draw(st.lists(st.integers(1, max_side), min_size=n, max_size=n), label="leading sizes"))
 
 
 @st.composite
@@ -64,10 +78,12 @@ class LinearCase(NamedTuple):
 
 
 @st.composite
-def linear_cases(draw: st.DrawFn, *, max_width: int = MAX_WIDTH, integer: bool = False) -> LinearCase:
+def linear_cases(
+    draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, max_width: int = MAX_WIDTH, integer: bool = False
+) -> LinearCase:
     """``integer=True``: small integer values, so every summation order of
     ``x Wᵀ`` is exact in float32."""
-    lead = draw(leading_shapes(), label="leading dims")
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     d_in = draw(st.integers(1, max_width), label="d_in")
     d_out = draw(st.integers(1, max_width), label="d_out")
     g = generator(draw(seeds, label="seed"))
@@ -83,10 +99,13 @@ class EmbeddingCase(NamedTuple):
 
 
 @st.composite
-def embedding_cases(draw: st.DrawFn, *, max_vocab: int = 64, max_width: int = MAX_WIDTH) -> EmbeddingCase:
+def embedding_cases(
+    draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, max_vocab: int = 64, max_width: int = MAX_WIDTH
+) -> EmbeddingCase:
+    """Ids ``(*lead, seq)``: ``lead_dims=BATCH`` gives the contract's ``(batch, seq)``."""
     vocab = draw(st.integers(1, max_vocab), label="vocab_size")
     d_model = draw(st.integers(1, max_width), label="d_model")
-    lead = draw(leading_shapes(), label="leading dims")
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     seq = draw(st.integers(1, MAX_SEQ), label="seq")
     g = generator(draw(seeds, label="seed"))
     ids = torch.randint(0, vocab, (*lead, seq), generator=g)
@@ -100,9 +119,9 @@ class RMSNormCase(NamedTuple):
 
 
 @st.composite
-def rmsnorm_cases(draw: st.DrawFn, *, max_width: int = MAX_WIDTH) -> RMSNormCase:
+def rmsnorm_cases(draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, max_width: int = MAX_WIDTH) -> RMSNormCase:
     """Input scales from 1e-3 (where eps matters) to 30; gains around 1."""
-    lead = draw(leading_shapes(), label="leading dims")
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     d_model = draw(st.integers(1, max_width), label="d_model")
     eps = draw(st.sampled_from(EPSILONS), label="eps")
     scale = draw(st.sampled_from((1.0, 1e-3, 30.0)), label="input scale")
@@ -111,9 +130,9 @@ def rmsnorm_cases(draw: st.DrawFn, *, max_width: int = MAX_WIDTH) -> RMSNormCase
 
 
 @st.composite
-def activations(draw: st.DrawFn, *, max_width: int = MAX_WIDTH) -> Tensor:
+def activations(draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, max_width: int = MAX_WIDTH) -> Tensor:
     """``(..., n)`` activations, scale 1 to 10 (saturating sigmoids included)."""
-    lead = draw(leading_shapes(), label="leading dims")
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     n = draw(st.integers(1, max_width), label="width")
     scale = draw(st.sampled_from((1.0, 10.0)), label="scale")
     return randn(generator(draw(seeds, label="seed")), *lead, n, std=scale)
@@ -127,8 +146,8 @@ class SwiGLUCase(NamedTuple):
 
 
 @st.composite
-def swiglu_cases(draw: st.DrawFn, *, max_width: int = MAX_WIDTH) -> SwiGLUCase:
-    lead = draw(leading_shapes(), label="leading dims")
+def swiglu_cases(draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, max_width: int = MAX_WIDTH) -> SwiGLUCase:
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     d_model = draw(st.integers(1, max_width // 2), label="d_model")
     d_ff = draw(st.integers(1, max_width), label="d_ff")
     g = generator(draw(seeds, label="seed"))
@@ -143,9 +162,9 @@ class SoftmaxCase(NamedTuple):
 
 @st.composite
 def softmax_cases(draw: st.DrawFn, *, max_dims: int = 4, max_side: int = 6, grid: bool = False) -> SoftmaxCase:
-    """Any rank 1..max_dims, any ``dim`` (negative too). ``grid=True``: values
-    are multiples of 1/64 in (-8, 8), so adding an integer up to 2^10 is exact
-    in float32 (for shift invariance)."""
+    """Any rank 1..max_dims, any ``dim`` (negative too): all of it is the
+    contract (SPEC §2). ``grid=True``: values are multiples of 1/64 in (-8, 8),
+    so adding an integer up to 2^10 is exact in float32 (for shift invariance)."""
     shape = tuple(draw(st.lists(st.integers(1, max_side), min_size=1, max_size=max_dims), label="shape"))
     dim = draw(st.integers(-len(shape), len(shape) - 1), label="dim")
     g = generator(draw(seeds, label="seed"))
@@ -156,6 +175,16 @@ def softmax_cases(draw: st.DrawFn, *, max_dims: int = 4, max_side: int = 6, grid
 
 
 # --- RoPE -------------------------------------------------------------------------------
+def contract_position_leads(lead: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Leading dims of ``token_positions`` the contract names for a RoPE input
+    with leading dims ``lead`` (SPEC §2): ``(seq,)`` and ``(1, seq)`` always,
+    ``(batch, seq)`` for a ``(batch, seq, d_k)`` input."""
+    leads = [(), (1,)]
+    if len(lead) == 1 and lead != (1,):
+        leads.append(lead)
+    return leads
+
+
 class RopeCase(NamedTuple):
     x: Tensor  # (..., seq, d_k)
     positions: Tensor  # (..., seq) int64, broadcasting against x's leading dims
@@ -164,15 +193,27 @@ class RopeCase(NamedTuple):
 
 
 @st.composite
-def rope_cases(draw: st.DrawFn, *, max_dk: int = MAX_ROPE_DK, max_position: int = MAX_POSITION) -> RopeCase:
+def rope_cases(
+    draw: st.DrawFn,
+    *,
+    lead_dims: tuple[int, ...] = ANY_LEAD,
+    contract_positions: bool = False,
+    max_dk: int = MAX_ROPE_DK,
+    max_position: int = MAX_POSITION,
+) -> RopeCase:
     """Positions are arbitrary (any order, repeats, gaps) below max_seq_len
-    (≥ seq); their leading dims broadcast against the input's."""
-    lead = draw(leading_shapes(), label="leading dims")
+    (≥ seq). Their leading dims are one of the contract's
+    (``contract_positions``, see ``contract_position_leads``) or any shape
+    that broadcasts against the input's."""
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     seq = draw(st.integers(1, MAX_SEQ), label="seq")
     d_k = 2 * draw(st.integers(1, max_dk // 2), label="d_k/2")
     max_seq_len = draw(st.integers(seq, max_position), label="max_seq_len")
     theta = draw(st.sampled_from(THETAS), label="theta")
-    pos_lead = draw(broadcast_of(lead), label="positions leading dims")
+    if contract_positions:
+        pos_lead = draw(st.sampled_from(contract_position_leads(lead)), label="positions leading dims")
+    else:
+        pos_lead = draw(broadcast_of(lead), label="positions leading dims")
     g = generator(draw(seeds, label="seed"))
     positions = torch.randint(0, max_seq_len, (*pos_lead, seq), generator=g)
     return RopeCase(randn(g, *lead, seq, d_k), positions, theta, max_seq_len)
@@ -198,13 +239,25 @@ def two_sided_mask(g: torch.Generator, shape: tuple[int, ...]) -> Tensor:
 
 
 @st.composite
-def sdpa_cases(draw: st.DrawFn, *, max_side: int = 6, max_dk: int = 16) -> SDPACase:
-    lead = draw(leading_shapes(), label="leading dims")
+def sdpa_cases(
+    draw: st.DrawFn,
+    *,
+    lead_dims: tuple[int, ...] = ANY_LEAD,
+    contract_masks: bool = False,
+    max_side: int = 6,
+    max_dk: int = 16,
+) -> SDPACase:
+    """``contract_masks``: the mask has the scores' full shape or is ``(n, m)``
+    (SPEC §2); otherwise any shape that broadcasts over the leading dims."""
+    lead = draw(leading_shapes(dims=lead_dims), label="leading dims")
     n = draw(st.integers(1, max_side), label="queries")
     m = draw(st.integers(2, max_side), label="keys")
     d_k = draw(st.integers(1, max_dk), label="d_k")
     d_v = draw(st.integers(1, max_dk), label="d_v")
-    mask_lead = draw(broadcast_of(lead), label="mask leading dims")
+    if contract_masks:
+        mask_lead = draw(st.sampled_from([lead, ()]), label="mask leading dims")
+    else:
+        mask_lead = draw(broadcast_of(lead), label="mask leading dims")
     sharp = draw(st.sampled_from((1.0, 3.0)), label="query scale")
     g = generator(draw(seeds, label="seed"))
     q = randn(g, *lead, n, d_k, std=sharp)
@@ -225,15 +278,28 @@ class MHACase(NamedTuple):
 
 
 @st.composite
-def mha_cases(draw: st.DrawFn, *, max_heads: int = 4, max_dk: int = 8, max_lead_dims: int = MAX_LEAD_DIMS) -> MHACase:
-    lead = draw(leading_shapes(max_dims=max_lead_dims, max_side=2), label="leading dims")
+def mha_cases(
+    draw: st.DrawFn,
+    *,
+    lead_dims: tuple[int, ...] = ANY_LEAD,
+    contract_positions: bool = False,
+    max_heads: int = 4,
+    max_dk: int = 8,
+) -> MHACase:
+    """``contract_positions``: ``token_positions`` is ``(1, seq)`` (the official
+    test) or ``(batch, seq)`` (SPEC §2), rows distinct; otherwise any shape
+    that broadcasts against ``x``'s leading dims."""
+    lead = draw(leading_shapes(dims=lead_dims, max_side=2), label="leading dims")
     heads = draw(st.integers(1, max_heads), label="num_heads")
     d_k = 2 * draw(st.integers(1, max_dk // 2), label="d_k/2")
     d_model = heads * d_k
     seq = draw(st.integers(1, MAX_SEQ), label="seq")
     max_seq_len = draw(st.integers(seq, 4 * MAX_SEQ), label="max_seq_len")
     theta = draw(st.sampled_from(THETAS), label="theta")
-    pos_lead = draw(broadcast_of(lead), label="positions leading dims")
+    if contract_positions:
+        pos_lead = draw(st.sampled_from([lead, (1,)]), label="positions leading dims")
+    else:
+        pos_lead = draw(broadcast_of(lead), label="positions leading dims")
     g = generator(draw(seeds, label="seed"))
     x = randn(g, *lead, seq, d_model)
     q_w, k_w, v_w, o_w = (weight(g, d_model, d_model) for _ in range(4))
@@ -268,9 +334,9 @@ class BlockCase(NamedTuple):
 
 @st.composite
 def block_cases(
-    draw: st.DrawFn, *, norm: str = "pre", ffn: str = "swiglu", max_lead_dims: int = MAX_LEAD_DIMS
+    draw: st.DrawFn, *, lead_dims: tuple[int, ...] = ANY_LEAD, norm: str = "pre", ffn: str = "swiglu"
 ) -> BlockCase:
-    lead = draw(leading_shapes(max_dims=max_lead_dims, max_side=2), label="leading dims")
+    lead = draw(leading_shapes(dims=lead_dims, max_side=2), label="leading dims")
     heads = draw(st.integers(1, 3), label="num_heads")
     d_k = 2 * draw(st.integers(1, 4), label="d_k/2")
     d_model = heads * d_k
@@ -307,16 +373,25 @@ def model_configs(
 
 
 class LMCase(NamedTuple):
-    token_ids: Tensor  # (batch, seq) int64, seq ≤ context_length
+    token_ids: Tensor  # (..., seq) int64, seq ≤ context_length
     weights: dict[str, Tensor]  # SPEC §2 state-dict names
     config: ModelConfig
 
 
 @st.composite
-def lm_cases(draw: st.DrawFn, *, norm: str = "pre", ffn: str = "swiglu", full_context: bool = False) -> LMCase:
+def lm_cases(
+    draw: st.DrawFn,
+    *,
+    lead_dims: tuple[int, ...] = BATCH,
+    norm: str = "pre",
+    ffn: str = "swiglu",
+    full_context: bool = False,
+) -> LMCase:
+    """Ids ``(*lead, seq)``; the default ``lead_dims=BATCH`` is the contract's
+    ``(batch, seq)``."""
     cfg = draw(model_configs(), label="config")
-    batch = draw(st.integers(1, 2), label="batch")
+    lead = draw(leading_shapes(dims=lead_dims, max_side=2), label="leading dims")
     seq = cfg.context_length if full_context else draw(st.integers(1, cfg.context_length), label="seq")
     g = generator(draw(seeds, label="seed"))
     weights = random_weights(g, lm_weight_shapes(cfg, norm=norm, ffn=ffn))
-    return LMCase(torch.randint(0, cfg.vocab_size, (batch, seq), generator=g), weights, cfg)
+    return LMCase(torch.randint(0, cfg.vocab_size, (*lead, seq), generator=g), weights, cfg)
