@@ -20,6 +20,7 @@ from conformance.oracles.training import (
     torch_adamw_trajectory,
 )
 from conformance.strategies.training import (
+    CE_ANY_LEAD,
     MAX_ADAMW_STEPS,
     adamw_runs,
     ce_inputs,
@@ -33,10 +34,12 @@ few = settings(max_examples=15, deadline=None)
 
 
 @few
-@given(case=ce_inputs())
-def test_ce_inputs_are_valid(case):
-    assert 1 <= len(case.lead) <= 3 and all(n >= 1 for n in case.lead)
+@given(case=ce_inputs(), any_case=ce_inputs(lead_dims=CE_ANY_LEAD))
+def test_ce_inputs_are_valid(case, any_case):
+    """By default the contract's logits (batch, vocab) and (batch, seq, vocab)."""
+    assert 1 <= len(case.lead) <= 2 and all(n >= 1 for n in case.lead)
     assert case.vocab >= 2 and 0.1 <= case.scale <= 30.0 + 1e-9
+    assert 0 <= len(any_case.lead) <= 3
 
 
 @few
@@ -45,13 +48,35 @@ def test_adamw_runs_are_valid(run):
     assert 1 <= run.steps <= MAX_ADAMW_STEPS and len(run.grad_present) == run.steps
     assert all(len(row) == run.n_params for row in run.grad_present)
     for h in [run.defaults, *run.group_hypers()]:
-        assert 0 < h.lr <= 0.1 + 1e-12 and 0 <= h.beta1 < 1 and 0 < h.beta2 < 1
+        assert 0 < h.lr <= 0.1 + 1e-12 and 0 <= h.beta1 < 1 and 0 < h.beta2 <= 0.999
         assert h.eps > 0 and h.weight_decay >= 0
     init, grads = run.tensors()
     assert [len(ps) for ps in init] == [len(g.shapes) for g in run.groups]
+    assert all(p.dtype == torch.float32 for ps in init for p in ps)
     assert all(
         (g is None) == (not present) for row, flags in zip(grads, run.grad_present) for g, present in zip(row, flags)
     )
+
+
+@few
+@given(run=adamw_runs())
+def test_adamw_contract_runs_override_only_lr_and_schedule_it(run):
+    """MUST runs: a group names its lr only (betas, eps, weight_decay are the
+    constructor's), and the test writes a new lr into every group at every step."""
+    for g in run.groups:
+        assert set(run.group_kwargs(g)) <= {"lr"}
+        assert g.hyper._replace(lr=run.defaults.lr) == run.defaults
+    lrs = run.lrs()
+    assert lrs is not None and len(lrs) == run.steps and all(len(row) == len(run.groups) for row in lrs)
+    assert run.max_lr() >= max(lr for row in lrs for lr in row)
+
+
+@few
+@given(run=adamw_runs(per_group="all", schedule=False))
+def test_adamw_strict_runs_may_override_every_hyperparameter(run):
+    assert run.lrs() is None
+    for g in run.groups:
+        assert set(run.group_kwargs(g)) in (set(), {"lr", "betas", "eps", "weight_decay"})
 
 
 @few

@@ -96,10 +96,14 @@ class AdamWOracle:
     def params(self) -> list[Tensor]:
         return [p for ps, _ in self.groups for p in ps]
 
-    def step(self, grads: Sequence[Tensor | None]) -> None:
-        """One update; ``grads`` follow ``params()`` order (None: no grad)."""
+    def step(self, grads: Sequence[Tensor | None], lrs: Sequence[float] | None = None) -> None:
+        """One update; ``grads`` follow ``params()`` order (None: no grad);
+        ``lrs`` (one per group) replace the groups' learning rates for this
+        step, as a schedule writing ``group["lr"]`` does."""
         it = iter(grads)
         for gi, (ps, hp) in enumerate(self.groups):
+            if lrs is not None:
+                hp = hp._replace(lr=lrs[gi])
             for pi, p in enumerate(ps):
                 g = next(it)
                 if g is None:
@@ -141,31 +145,35 @@ def flat(tensors: Sequence[Tensor]) -> Tensor:
     return torch.cat([t.detach().to("cpu", F64).reshape(-1) for t in tensors])
 
 
+Groups = Sequence[tuple[Sequence[Tensor], AdamWHyper]]
+Grads = Sequence[Sequence[Tensor | None]]
+LRs = Sequence[Sequence[float]] | None  # lrs[step][group]: the schedule's group["lr"] values
+
+
 def adamw_trajectory(
-    groups: Sequence[tuple[Sequence[Tensor], AdamWHyper]],
-    grads: Sequence[Sequence[Tensor | None]],
+    groups: Groups,
+    grads: Grads,
     *,
+    lrs: LRs = None,
     restart_t_after: int | None = None,
     **oracle_kwargs,
 ) -> Tensor:
     """(steps, n_params) float64: all parameters after each oracle step.
-    ``restart_t_after=k`` resets every step count after k steps (m, v kept):
-    what a state_dict without t gives."""
+    ``lrs`` sets every group's learning rate at every step (None: the groups'
+    own). ``restart_t_after=k`` resets every step count after k steps (m, v
+    kept): what a state_dict without t gives."""
     opt = AdamWOracle(groups, **oracle_kwargs)
     rows = []
     for i, step_grads in enumerate(grads):
         if i == restart_t_after:
             for st in opt.state.values():
                 st["t"] = 0
-        opt.step(step_grads)
+        opt.step(step_grads, None if lrs is None else lrs[i])
         rows.append(flat(opt.params()))
     return torch.stack(rows)
 
 
-def torch_adamw_trajectory(
-    groups: Sequence[tuple[Sequence[Tensor], AdamWHyper]],
-    grads: Sequence[Sequence[Tensor | None]],
-) -> Tensor:
+def torch_adamw_trajectory(groups: Groups, grads: Grads, lrs: LRs = None) -> Tensor:
     """The same run through torch.optim.AdamW in float64 (foreach off)."""
     params = [[p.detach().to("cpu", F64).clone().requires_grad_(True) for p in ps] for ps, _ in groups]
     opt = _AdamW(
@@ -174,27 +182,26 @@ def torch_adamw_trajectory(
     )
     everything = [p for ps in params for p in ps]
     rows = []
-    for step_grads in grads:
+    for i, step_grads in enumerate(grads):
         for p, g in zip(everything, step_grads):
             p.grad = None if g is None else g.to("cpu", F64).clone()
+        if lrs is not None:
+            for group, lr in zip(opt.param_groups, lrs[i]):
+                group["lr"] = lr
         opt.step()
         rows.append(flat(everything))
     return torch.stack(rows)
 
 
-Groups = Sequence[tuple[Sequence[Tensor], AdamWHyper]]
-Grads = Sequence[Sequence[Tensor | None]]
-
-
-def accepted_adamw_trajectories(groups: Groups, grads: Grads) -> dict[str, Callable[[], Tensor]]:
+def accepted_adamw_trajectories(groups: Groups, grads: Grads, lrs: LRs = None) -> dict[str, Callable[[], Tensor]]:
     """Every AdamW the SPEC accepts (decay before/after; torch's eps placement
     as the official test does), as lazy trajectories."""
     return {
-        "torch.optim.AdamW (decay before the update)": lambda: torch_adamw_trajectory(groups, grads),
-        "SPEC formula, decay before the update": lambda: adamw_trajectory(groups, grads),
-        "SPEC formula, decay after the update": lambda: adamw_trajectory(groups, grads, decay="after"),
+        "torch.optim.AdamW (decay before the update)": lambda: torch_adamw_trajectory(groups, grads, lrs),
+        "SPEC formula, decay before the update": lambda: adamw_trajectory(groups, grads, lrs=lrs),
+        "SPEC formula, decay after the update": lambda: adamw_trajectory(groups, grads, lrs=lrs, decay="after"),
         "torch's eps placement, decay after the update": lambda: adamw_trajectory(
-            groups, grads, decay="after", eps_form="torch"
+            groups, grads, lrs=lrs, decay="after", eps_form="torch"
         ),
     }
 
@@ -212,18 +219,22 @@ def nearest_decay_order(actual: Tensor, make: Callable[[DecayOrder], Tensor]) ->
 
 
 def adamw_bug_hints(
-    groups: Groups, grads: Grads, defaults: AdamWHyper, actual: Tensor
+    groups: Groups, grads: Grads, defaults: AdamWHyper, actual: Tensor, lrs: LRs = None
 ) -> list[tuple[str, Callable[[], Tensor]]]:
     """(cause, trajectory) for recognisable AdamW bugs, each in the decay order
-    nearest ``actual``."""
+    nearest ``actual``. ``lrs``: the learning rates the test wrote into each
+    group before each step (None: constant)."""
 
     def bug(**flags) -> Callable[[], Tensor]:
         return lambda: nearest_decay_order(
-            actual, lambda d: adamw_trajectory(groups, grads, decay=d, bugs=AdamWBugs(**flags))
+            actual, lambda d: adamw_trajectory(groups, grads, lrs=lrs, decay=d, bugs=AdamWBugs(**flags))
         )
 
-    same = [(ps, defaults) for ps, _ in groups]
-    return [
+    def trajectory(gs: Groups, step_lrs: LRs) -> Callable[[], Tensor]:
+        return lambda: nearest_decay_order(actual, lambda d: adamw_trajectory(gs, grads, lrs=step_lrs, decay=d))
+
+    constructor = [(ps, defaults) for ps, _ in groups]
+    hints = [
         ("no bias correction: α_t must be lr·sqrt(1−β2^t)/(1−β1^t)", bug(no_bias_correction=True)),
         (
             "weight decay added to the gradient (Adam + L2) instead of decoupled θ ← θ − lr·λ·θ",
@@ -237,11 +248,20 @@ def adamw_bug_hints(
             bug(none_grad_as_zero=True),
         ),
         (
-            "the constructor's hyperparameters were used for every group: "
-            "read lr, betas, eps, weight_decay from each param group",
-            lambda: nearest_decay_order(actual, lambda d: adamw_trajectory(same, grads, decay=d)),
+            "the constructor's hyperparameters were used for every group and step: "
+            "read lr (and betas, eps, weight_decay) from each param group at every step",
+            trajectory(constructor, None),
         ),
     ]
+    if lrs is not None:
+        hints.append(
+            (
+                "the learning rate was read once (at construction) instead of from group['lr'] "
+                "at every step: a schedule's changes were ignored",
+                trajectory(groups, None),
+            )
+        )
+    return hints
 
 
 # --- §3 cosine schedule ----------------------------------------------------------
