@@ -100,16 +100,29 @@ def test_get_batch_shapes_dtype_device_and_shift(run_get_batch, device, tmp_path
     _starts(inputs, targets, data, m, kind)
 
 
-@spec("3.get_batch")
-@pytest.mark.parametrize("bad", ["cuda:99", "nonsense"])
-def test_get_batch_invalid_device_raises(run_get_batch, bad):
-    """An invalid device string must raise (never silently fall back to cpu)."""
+def _check_invalid_device_raises(run_get_batch, bad: str) -> None:
+    __tracebackhide__ = True
     data = np.arange(50, dtype=np.int64)
     try:
         run_get_batch(data, 2, 4, bad)
     except Exception:
         return
     raise AssertionError(f"3.get_batch: device={bad!r} must raise an error; the call returned normally")
+
+
+@spec("3.get_batch")
+def test_get_batch_invalid_device_raises(run_get_batch):
+    """An invalid device ordinal (the official test's "cuda:99") must raise,
+    never silently fall back to cpu."""
+    _check_invalid_device_raises(run_get_batch, "cuda:99")
+
+
+@spec("3.get_batch")
+@pytest.mark.strict
+def test_get_batch_malformed_device_raises(run_get_batch):
+    """STRICT: a device string that names no device type at all ("nonsense")
+    raises too."""
+    _check_invalid_device_raises(run_get_batch, "nonsense")
 
 
 def _peak_rss_reset() -> bool:
