@@ -1,352 +1,39 @@
-"""SPEC §0, the from-scratch rule (SHOULD, audited; scored apart from the rest).
+"""SPEC §0, the from-scratch rule (SHOULD, audited; reported apart from the score).
 
 Two checks, each finding naming the torch definition and where it was used:
 
-* runtime: every adapter function is called on tiny inputs while a profile
-  hook records calls into ``torch.nn.functional``, ``torch.nn`` modules other
-  than the containers, ``torch.optim`` optimizers and schedulers,
-  ``clip_grad_norm_``, and whole-item shortcuts (``torch.softmax``,
-  ``Tensor.softmax``, ``torch.rms_norm``, ``torch._C._nn.*``...) that are made
-  on behalf of the implementation (the nearest non-torch caller is not suite
-  code), however they were reached (aliases included);
-* source: the implementation's imported modules are parsed (ast) for
-  references to the same names through any import alias, and for assignments
-  into torch / numpy / pytest / conformance (monkeypatching).
+* runtime (in the worker, so a hint from untrusted code): every adapter
+  function is called on tiny inputs (conformance/calls.py) while a profile
+  hook in the worker (tools/worker/audit.py) records calls into
+  ``torch.nn.functional``, ``torch.nn`` modules other than the containers,
+  ``torch.optim`` optimizers and schedulers, ``clip_grad_norm_``, and
+  whole-item shortcuts (``torch.softmax``, ``Tensor.softmax``,
+  ``torch.rms_norm``, ``torch._C._nn.*``...) made on behalf of the
+  implementation, however they were reached (aliases included); an AdamW
+  class derived from a torch.optim optimizer is a finding too;
+* source (here, in the judge): the files of the modules the worker imported
+  from the submission are parsed (ast) for references to the same names
+  through any import alias, and for assignments into torch / numpy / pytest
+  (monkeypatching).
 
 Findings go to the ``audit_findings`` user property ({function, kind, where,
-adapter_function}); the grader lists them in its report.
+adapter_function, source}); the grader lists them in its report.
 """
 
 import ast
-import io
-import os
-import sys
-import threading
-import types
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
-import torch.nn.modules
-import torch.nn.utils.clip_grad
-import torch.optim
 
-from conformance.adapter import CORE_FUNCTIONS, _find_root
-from conformance.plugin import REPO_ROOT, get_adapter
+from conformance.adapter import CORE_FUNCTIONS, REPO_ROOT
+from conformance.calls import CALLS
+from conformance.proxy import Implementation
 
 pytestmark = pytest.mark.spec("0.from_scratch")
 
-# --- what is forbidden ---------------------------------------------------------------------
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_NN_MODULES_DIR = os.path.dirname(torch.nn.modules.__file__) + os.sep
-_OPTIM_DIR = os.path.dirname(torch.optim.__file__) + os.sep
-_ALLOWED_FILES = {
-    _NN_MODULES_DIR + "module.py",
-    _NN_MODULES_DIR + "container.py",
-    _OPTIM_DIR + "optimizer.py",
-}
-_ALLOWED_FILES |= {_NN_MODULES_DIR + "__init__.py", _OPTIM_DIR + "__init__.py"}
-_SHORTCUTS = (
-    "softmax",
-    "log_softmax",
-    "_softmax",
-    "_log_softmax",
-    "rms_norm",
-    "layer_norm",
-    "embedding",
-)
-_FORBIDDEN_BUILTINS: dict[int, str] = {
-    id(getattr(torch, n)): f"torch.{n}" for n in _SHORTCUTS if callable(getattr(torch, n, None))
-}
-_FORBIDDEN_BUILTINS |= {id(torch.special.softmax): "torch.special.softmax"}
-_FORBIDDEN_BUILTINS |= {id(torch.special.log_softmax): "torch.special.log_softmax"}
-_FORBIDDEN_BUILTINS |= {
-    id(v): f"torch.nn.functional.{k}"
-    for k, v in vars(F).items()
-    if isinstance(v, types.BuiltinFunctionType) and not k.startswith(("_", "has_torch_function"))
-}
-_TENSOR_METHODS = {"softmax", "log_softmax"}
-_SUITE_DIRS = tuple(str(REPO_ROOT / d) + os.sep for d in ("conformance", "tools"))
-_LIB_MARKERS = (
-    os.sep + "site-packages" + os.sep,
-    os.sep + "dist-packages" + os.sep,
-    os.sep + "lib" + os.sep + "python",
-)
-
-
-def _forbidden_file(filename: str, cache: dict[str, str | None] = {}) -> str | None:  # noqa: B006
-    """Label prefix when code in ``filename`` is a forbidden torch definition."""
-    if filename in cache:
-        return cache[filename]
-    label = None
-    if filename not in _ALLOWED_FILES:
-        if filename == F.__file__:
-            label = "torch.nn.functional"
-        elif filename.startswith(_NN_MODULES_DIR):
-            label = "torch.nn"
-        elif filename.startswith(_OPTIM_DIR):
-            label = "torch.optim"
-        elif filename == torch.nn.utils.clip_grad.__file__:
-            label = "torch.nn.utils"
-    cache[filename] = label
-    return label
-
-
-def _forbidden_builtin(fn: Any) -> str | None:
-    name = _FORBIDDEN_BUILTINS.get(id(fn))
-    if name is not None:
-        return name
-    if getattr(fn, "__module__", None) == "torch._C._nn":
-        return f"torch.nn.functional.{fn.__name__}"
-    if getattr(fn, "__name__", None) in _TENSOR_METHODS and isinstance(getattr(fn, "__self__", None), torch.Tensor):
-        return f"torch.Tensor.{fn.__name__}"
-    return None
-
-
-class Recorder:
-    """Context manager: records forbidden torch calls made on behalf of the
-    implementation while active (this thread and threads it starts)."""
-
-    def __init__(self, root: Path, active: bool = True):
-        self.root = root
-        self.active = active
-        self.findings: list[dict[str, str]] = []
-        self._seen: set[tuple[str, str]] = set()
-
-    def _where(self, frame: types.FrameType | None) -> tuple[str | None, str]:
-        """(suite|None, location) of the first non-torch frame from ``frame``;
-        None when a forbidden torch frame is on the way (a nested call)."""
-        first = None
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(_TORCH_DIR):
-                if _forbidden_file(filename):
-                    return None, ""
-            elif first is None:
-                if filename.startswith(_SUITE_DIRS) or filename == __file__:
-                    return None, ""
-                first = frame
-                if not any(m in filename for m in _LIB_MARKERS):
-                    break
-            elif not any(m in filename for m in _LIB_MARKERS):
-                first = frame  # prefer the implementation's own frame over a library's
-                break
-            frame = frame.f_back
-        if first is None:
-            return None, ""
-        return "ok", f"{_rel(first.f_code.co_filename, self.root)}:{first.f_lineno}"
-
-    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            prefix = _forbidden_file(frame.f_code.co_filename)
-            if prefix is None:
-                return
-            ok, where = self._where(frame.f_back)
-            head = frame.f_code.co_qualname.split(".", 1)[0]
-            if head == "<module>":  # an import: the source scan reports those
-                return
-            name = f"{prefix}.{head}"
-        elif event == "c_call":
-            if frame.f_code.co_filename.startswith(_TORCH_DIR):  # torch's own plumbing
-                return
-            name = _forbidden_builtin(arg)
-            if name is None:
-                return
-            ok, where = self._where(frame)
-        else:
-            return
-        if ok and (name, where) not in self._seen:
-            self._seen.add((name, where))
-            self.findings.append({"function": name, "kind": "runtime call", "where": where})
-
-    def __enter__(self) -> "Recorder":
-        if not self.active:
-            return self
-        self._old = sys.getprofile()
-        sys.setprofile(self._profile)
-        threading.setprofile(self._profile)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self.active:
-            return
-        sys.setprofile(self._old if callable(self._old) else None)
-        threading.setprofile(None)  # type: ignore[arg-type]
-
-
-def _rel(filename: str, root: Path) -> str:
-    try:
-        return str(Path(filename).resolve().relative_to(root))
-    except (ValueError, OSError):
-        return filename
-
-
-# --- tiny inputs for each adapter function --------------------------------------------------
-D, H, DFF, V, T = 8, 2, 16, 16, 4
-
-
-def _w(*shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 0.3
-
-
-def _block_weights(prefix: str = "") -> dict[str, torch.Tensor]:
-    w = {f"attn.{n}_proj.weight": _w(D, D) for n in ("q", "k", "v")}
-    w |= {
-        "attn.output_proj.weight": _w(D, D),
-        "ln1.weight": torch.ones(D),
-        "ln2.weight": torch.ones(D),
-    }
-    w |= {"ffn.w1.weight": _w(DFF, D), "ffn.w2.weight": _w(D, DFF), "ffn.w3.weight": _w(DFF, D)}
-    return {prefix + k: v for k, v in w.items()}
-
-
-def _lm_weights() -> dict[str, torch.Tensor]:
-    w = _block_weights("layers.0.")
-    return w | {
-        "token_embeddings.weight": _w(V, D),
-        "ln_final.weight": torch.ones(D),
-        "lm_head.weight": _w(V, D),
-    }
-
-
-LM_ARGS = (V, T, D, 1, H, DFF, 10000.0)
-X = _w(1, T, D)
-POS = torch.arange(T)[None]
-IDS = torch.tensor([[1, 2, 3, 4]])
-
-
-class _PlainSGD(torch.optim.Optimizer):
-    """The suite's own optimizer for the checkpoint calls (torch.optim.SGD's
-    methods would count against the implementation that calls them)."""
-
-    def __init__(self, params: Any) -> None:
-        super().__init__(params, {"lr": 0.1})
-
-    def step(self, closure: Any = None) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.data -= group["lr"] * p.grad
-                    self.state[p]["steps"] = self.state[p].get("steps", 0) + 1
-
-
-class _Tiny(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.ones(3))
-
-
-def _adamw(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureRequest) -> None:
-    with rec:
-        cls = fn()
-    if isinstance(cls, type):
-        for base in cls.__mro__:
-            if base.__module__.startswith("torch.optim") and base.__module__ != "torch.optim.optimizer":
-                where = f"get_adamw_cls() returns {cls.__module__}.{cls.__qualname__}"
-                rec.findings.append({"function": f"torch.optim.{base.__name__}", "kind": "subclass", "where": where})
-                break
-    p = torch.nn.Parameter(torch.ones(3))
-    with rec:
-        opt = cls([p], lr=1e-3, weight_decay=0.01)
-    p.grad = torch.ones(3)
-    with rec:
-        opt.step()
-
-
-def _checkpoint(save: bool) -> Callable:
-    def run(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureRequest) -> None:
-        model = _Tiny()
-        opt = _PlainSGD(model.parameters())
-        model.w.grad = torch.ones(3)
-        opt.step()
-        buf = io.BytesIO()
-        if save:
-            with rec:
-                fn(model, opt, 3, buf)
-            return
-        request.getfixturevalue("run_save_checkpoint")(model, opt, 3, buf)
-        buf.seek(0)
-        with rec:
-            fn(buf, model, opt)
-
-    return run
-
-
-def _tokenizer(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureRequest) -> None:
-    vocab = {i: bytes([i]) for i in range(256)} | {256: b"he", 257: b"ll", 258: b"<|endoftext|>"}
-    with rec:
-        tok = fn(vocab, [(b"h", b"e"), (b"l", b"l")], ["<|endoftext|>"])
-        ids = tok.encode("hello world<|endoftext|>")
-        tok.decode(ids)
-        list(tok.encode_iterable(["hello ", "world"]))
-
-
-def _train_bpe(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureRequest) -> None:
-    path = tmp / "corpus.txt"
-    path.write_text("low low lower newest widest<|endoftext|>low lower\n" * 5)
-    with rec:
-        fn(str(path), 262, ["<|endoftext|>"])
-
-
-def _call(*args: Any, **kwargs: Any) -> Callable:
-    def run(fn: Callable, rec: Recorder, tmp: Path, request: pytest.FixtureRequest) -> None:
-        with rec:
-            fn(*args, **kwargs)
-
-    return run
-
-
-def _params_with_grad() -> list[torch.nn.Parameter]:
-    ps = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))]
-    for p in ps:
-        p.grad = torch.full_like(p, 3.0)
-    return ps
-
-
-CASES: dict[str, Callable] = {
-    "run_linear": _call(D, 3, _w(3, D), X),
-    "run_embedding": _call(V, D, _w(V, D), IDS),
-    "run_swiglu": _call(D, DFF, _w(DFF, D), _w(D, DFF), _w(DFF, D), X),
-    "run_scaled_dot_product_attention": _call(X, X, X, torch.ones(T, T, dtype=torch.bool).tril()),
-    "run_multihead_self_attention": _call(D, H, _w(D, D), _w(D, D), _w(D, D), _w(D, D), X),
-    "run_multihead_self_attention_with_rope": _call(D, H, T, 10000.0, _w(D, D), _w(D, D), _w(D, D), _w(D, D), X, POS),
-    "run_rope": _call(D // H, 10000.0, T, _w(1, T, D // H), POS),
-    "run_transformer_block": _call(D, H, DFF, T, 10000.0, _block_weights(), X),
-    "run_transformer_lm": _call(*LM_ARGS, _lm_weights(), IDS),
-    "run_rmsnorm": _call(D, 1e-5, torch.ones(D), X),
-    "run_silu": _call(X),
-    "run_get_batch": _call(np.arange(50, dtype=np.int64), 2, T, "cpu"),
-    "run_softmax": _call(X, -1),
-    "run_cross_entropy": _call(_w(3, V), torch.tensor([1, 2, 3])),
-    "run_gradient_clipping": lambda fn, rec, tmp, req: _call(_params_with_grad(), 0.01)(fn, rec, tmp, req),
-    "get_adamw_cls": _adamw,
-    "run_get_lr_cosine_schedule": _call(5, 1.0, 0.1, 7, 21),
-    "run_save_checkpoint": _checkpoint(save=True),
-    "run_load_checkpoint": _checkpoint(save=False),
-    "get_tokenizer": _tokenizer,
-    "run_train_bpe": _train_bpe,
-    "run_silu_ffn": _call(D, 4 * D, _w(4 * D, D), _w(D, 4 * D), X),
-    "run_transformer_block_ablation": _call(D, H, DFF, T, 10000.0, _block_weights(), X, norm="pre"),
-    "run_transformer_lm_ablation": _call(*LM_ARGS, _lm_weights(), IDS, norm="pre"),
-    "run_perplexity": _call(_w(3, V), torch.tensor([1, 2, 3])),
-    "run_temperature_softmax": _call(_w(V), 0.7),
-    "run_top_p_filter": _call(torch.full((V,), 1.0 / V), 0.5),
-    "run_sample_next_token": lambda fn, rec, tmp, req: _call(_w(V), 0.7, 0.9, torch.Generator().manual_seed(0))(
-        fn, rec, tmp, req
-    ),
-    "run_generate": lambda fn, rec, tmp, req: _call(
-        *LM_ARGS, _lm_weights(), [1, 2], 3, 0.7, 0.9, 0, torch.Generator().manual_seed(0)
-    )(fn, rec, tmp, req),
-}
-assert set(CORE_FUNCTIONS) <= set(CASES)
-
-
-def _submission_root() -> Path:
-    return _find_root(Path(get_adapter().origin).resolve())
+# --- what is forbidden (the worker's recorder uses the same list) -----------------------------
+_SHORTCUTS = ("softmax", "log_softmax", "_softmax", "_log_softmax", "rms_norm", "layer_norm", "embedding")
+assert set(CORE_FUNCTIONS) <= set(CALLS)
 
 
 def _describe(findings: list[dict[str, str]]) -> str:
@@ -355,19 +42,47 @@ def _describe(findings: list[dict[str, str]]) -> str:
     return "; ".join(parts) + more
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_from_scratch_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Path, record_property) -> None:
-    """The adapter function uses no forbidden torch.nn/functional/optim definition (SPEC §0)."""
+def _subclass_finding(cls: object) -> list[dict[str, str]]:
+    """get_adamw_cls() returning a subclass of a torch.optim optimizer."""
+    for base in getattr(cls, "mro_names", []):
+        module, _, name = base.rpartition(".")
+        if module.startswith("torch.optim") and module != "torch.optim.optimizer":
+            where = f"get_adamw_cls() returns {cls.__module__}.{cls.__qualname__}"  # type: ignore[attr-defined]
+            return [{"function": f"torch.optim.{name}", "kind": "subclass", "where": where}]
+    return []
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_from_scratch_runtime(
+    name: str, request: pytest.FixtureRequest, impl: Implementation, tmp_path: Path, record_property
+) -> None:
+    """The adapter function uses no forbidden torch.nn/functional/optim
+    definition at run time (SPEC §0; recorded in the sandboxed worker)."""
     fn = request.getfixturevalue(name)  # skips: "not implemented: NAME" / "not provided: NAME"
-    rec = Recorder(_submission_root())
+    findings: list[dict[str, str]] = []
     try:
-        # warm-up without the (slow) profile hook: lazy imports happen here
-        CASES[name](fn, Recorder(rec.root, active=False), tmp_path, request)
-        CASES[name](fn, rec, tmp_path, request)
+        CALLS[name](
+            fn, tmp_path, request.getfixturevalue
+        )  # warm-up without the (slow) profile hook: lazy imports happen here
+        audited = tmp_path / "audited"
+        audited.mkdir()
+        with impl.auditing(name) as recorded:
+            result = CALLS[name](fn, audited, request.getfixturevalue)
+        findings = list(recorded)
+        if name == "get_adamw_cls":
+            findings += _subclass_finding(result)
     except Exception as exc:  # the function's own bugs are other items' business
-        if not rec.findings:
-            pytest.skip(f"audit incomplete: {name} raised {type(exc).__name__}: {str(exc)[:200]}")
-    findings = [dict(f, adapter_function=name) for f in rec.findings]
+        if not findings:
+            pytest.skip(f"audit incomplete: {name} raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    findings = [
+        dict(
+            f,
+            where=impl.display(f["where"]),
+            adapter_function=name,
+            source="worker (a hint from the submission's process)",
+        )
+        for f in findings
+    ]
     record_property("audit_findings", findings)
     assert not findings, f"from-scratch rule (SPEC §0): {name} uses {_describe(findings)}"
 
@@ -405,7 +120,6 @@ _PATCH_ROOTS = (
     "pytest",
     "_pytest",
     "hypothesis",
-    "conformance",
     "builtins",
     "math",
 )
@@ -491,20 +205,26 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _source_files(adapter_origin: Path, root: Path) -> list[Path]:
-    suite = [REPO_ROOT / d for d in ("conformance", "tools", "tests")] + [REPO_ROOT / "conftest.py"]
-    files = {adapter_origin}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if not path or not path.endswith(".py"):
+def _source_files(impl: Implementation) -> tuple[list[Path], Path]:
+    """The submission's own source files the worker imported (the adapter
+    file included; its tests and conftest never are), and their root."""
+    if impl.spec.root is not None:
+        root = impl.spec.root
+    else:  # an importable module: the reference, or an installed package
+        origin = Path(impl.host_path(str(impl.ready.get("origin") or "")))
+        root = REPO_ROOT / "reference" if origin.is_relative_to(REPO_ROOT / "reference") else origin.parent
+    files = set()
+    if str(impl.ready.get("origin", "")).endswith(".py"):
+        files.add(Path(impl.host_path(str(impl.ready["origin"]))))
+    for _, path in impl.modules():
+        p = Path(impl.host_path(path))
+        if not path.endswith(".py") or not p.is_relative_to(root):
             continue
-        p = Path(path).resolve()
-        if root not in p.parents or any(m in str(p) for m in _LIB_MARKERS):
-            continue
-        if any(p == s or s in p.parents for s in suite) or {"tests", "test"} & set(p.relative_to(root).parts[:-1]):
+        rel = p.relative_to(root).parts
+        if p.name == "conftest.py" or p.name.startswith("test_") or {"site-packages", ".venv"} & set(rel):
             continue
         files.add(p)
-    return sorted(files)[:500]
+    return sorted(files)[:500], root
 
 
 def scan_source(path: Path, root: Path) -> list[dict[str, str]]:
@@ -513,16 +233,18 @@ def scan_source(path: Path, root: Path) -> list[dict[str, str]]:
         tree = ast.parse(path.read_text(errors="replace"), filename=str(path))
     except (SyntaxError, ValueError, OSError):
         return []
-    scanner = _Scanner(_rel(str(path), root))
+    try:
+        where = str(path.relative_to(root))
+    except ValueError:
+        where = str(path)
+    scanner = _Scanner(where)
     scanner.visit(tree)
     return scanner.findings
 
 
-def test_from_scratch_sources(record_property) -> None:
+def test_from_scratch_sources(impl: Implementation, record_property) -> None:
     """The sources reference no forbidden torch definition and patch no library (SPEC §0)."""
-    adapter = get_adapter()
-    origin = Path(adapter.origin).resolve()
-    root = _find_root(origin)
-    findings = [f for path in _source_files(origin, root) for f in scan_source(path, root)]
+    files, root = _source_files(impl)
+    findings = [dict(f, source="judge (static scan)") for path in files for f in scan_source(path, root)]
     record_property("audit_findings", findings)
     assert not findings, f"from-scratch rule (SPEC §0): the sources use {_describe(findings)}"

@@ -1,27 +1,34 @@
-"""Mutation testing of the suite itself.
+"""Mutation testing of the suite itself, through the grader's own harness
+(tools.grade.judge: the judge process and its sandboxed worker).
 
 Each file in tests/mutants/ is an adapter with one realistic bug and a
 ``MUTANT = {"spec": ..., "bug": ..., "run": [...]}`` header. A mutant is
-*killed* when the conformance tests of its ``run`` spec ids report at least one
-failure. ``python -m tools.mutants`` (``nox -s mutants``) prints the kill rate
-per spec section and lists survivors; it exits 1 if any mutant survives.
+*killed* when a test of its ``run`` spec ids does not pass: under the scored
+verdict when a MUST test catches it, under STRICT when only STRICT tests do.
+A bug only STRICT catches is lost to the score, so such a mutant must say
+why in its header (``"strict_only": "the handout does not ..."``).
+``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
+spec item, lists survivors and the STRICT-only kills with their reasons; it
+exits 1 if any mutant survives or is caught by STRICT alone without a reason.
 Variants in tests/variants/ are the opposite check: correct-but-different
-implementations that must pass every test they run.
+implementations that must pass every MUST test they run.
 """
 
 import argparse
 import ast
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from tools.runsuite import REPO, failed, passed, run_suite
+from tools.grade.judge import REPO, JudgeOptions, run_judge
 
 MUTANTS_DIR = REPO / "tests" / "mutants"
 VARIANTS_DIR = REPO / "tests" / "variants"
+_BAD = ("failed", "error", "timeout")
 
 
 class Entry(NamedTuple):
@@ -44,25 +51,57 @@ def discover(folder: Path = MUTANTS_DIR, var: str = "MUTANT") -> list[Entry]:
     return [Entry(p, _header(p, var)) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
 
+def run_suite(adapter: Path | str, spec: list[str] | None, *, allow_reference: bool = True, jobs: int = 1) -> dict:
+    """The judge's report for one adapter (or a minimal one saying why there is none)."""
+    options = JudgeOptions(
+        spec=",".join(spec) if spec else None,
+        jobs=jobs,
+        allow_reference=allow_reference,
+        total_timeout_s=900,
+        call_timeout_s=60,
+    )
+    with tempfile.TemporaryDirectory(prefix="lmspec-meta-") as tmp:
+        run = run_judge(str(adapter), options, Path(tmp))
+        log = run.log.read_text(errors="replace")[-4000:]
+    report = run.report or {"tests": [], "problem": run.problem}
+    report["output"] = log
+    return report
+
+
+def bad_tests(report: dict, strength: str | None = None) -> list[dict[str, Any]]:
+    """Tests that did not pass; only those of one strength ("must"/"strict") if given."""
+    tests = [t for t in report.get("tests") or [] if t.get("outcome") in _BAD]
+    if strength == "must":
+        return [t for t in tests if t.get("strength") != "strict"]
+    if strength == "strict":
+        return [t for t in tests if t.get("strength") == "strict"]
+    return tests
+
+
 class Outcome(NamedTuple):
     entry: Entry
-    killed: bool
-    failures: list[dict]
+    killed: bool  # by a MUST test: the score catches it
+    strict_killed: bool  # by a STRICT test
     detail: str
     seconds: float
 
+    @property
+    def strict_only(self) -> bool:
+        return self.strict_killed and not self.killed
 
-def run_one(entry: Entry, *extra: str) -> Outcome:
+
+def run_one(entry: Entry) -> Outcome:
     start = time.perf_counter()
-    data = run_suite(entry.path, entry.meta.get("run") or [entry.meta["spec"]], *extra)
-    fails = failed(data)
-    if data.get("adapter_error"):
-        detail = f"adapter did not import: {data['adapter_error']}"
-        return Outcome(entry, False, [], detail, time.perf_counter() - start)
-    if not data["tests"]:
-        return Outcome(entry, False, [], "no tests ran:\n" + data["output"], time.perf_counter() - start)
-    detail = fails[0]["nodeid"] + ": " + fails[0]["message"] if fails else f"{len(passed(data))} tests passed"
-    return Outcome(entry, bool(fails), fails, detail, time.perf_counter() - start)
+    report = run_suite(entry.path, entry.meta.get("run") or [entry.meta["spec"]])
+    if report.get("import_error") or report.get("problem"):
+        why = report.get("import_error") or report.get("problem")
+        return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)
+    if not report.get("tests"):
+        return Outcome(entry, False, False, "no tests ran:\n" + report["output"], time.perf_counter() - start)
+    must, strict = bad_tests(report, "must"), bad_tests(report, "strict")
+    first = (must or strict or [None])[0]
+    detail = f"{first['nodeid']}: {first['summary']}" if first else f"{len(report['tests'])} tests passed"
+    return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,17 +115,26 @@ def main(argv: list[str] | None = None) -> int:
     by_section: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_section[o.entry.meta["spec"]].append(o)
-    print(f"{'spec item':22s} {'killed':>7s} {'total':>6s}  rate")
+    print(f"{'spec item':24s} {'scored':>7s} {'STRICT':>7s} {'total':>6s}  scored rate")
+    print(f"{'':24s} {'(MUST)':>7s} {'only':>7s}")
     for section in sorted(by_section):
         group = by_section[section]
         k = sum(o.killed for o in group)
-        print(f"{section:22s} {k:7d} {len(group):6d}  {k / len(group):5.0%}")
-    total_killed = sum(o.killed for o in outcomes)
-    print(f"{'TOTAL':22s} {total_killed:7d} {len(outcomes):6d}  {total_killed / max(1, len(outcomes)):5.0%}")
-    survivors = [o for o in outcomes if not o.killed]
+        s = sum(o.strict_only for o in group)
+        print(f"{section:24s} {k:7d} {s:7d} {len(group):6d}  {k / len(group):5.0%}")
+    killed = sum(o.killed for o in outcomes)
+    strict_only = [o for o in outcomes if o.strict_only]
+    print(f"{'TOTAL':24s} {killed:7d} {len(strict_only):7d} {len(outcomes):6d}  {killed / max(1, len(outcomes)):5.0%}")
+    unexplained = []
+    for o in strict_only:
+        why = o.entry.meta.get("strict_only")
+        print(f"STRICT ONLY {o.entry.name} ({o.entry.meta['bug']}): {why or 'NO REASON GIVEN'}")
+        if not why:
+            unexplained.append(o)
+    survivors = [o for o in outcomes if not o.killed and not o.strict_killed]
     for o in survivors:
         print(f"SURVIVOR {o.entry.name} ({o.entry.meta['spec']}: {o.entry.meta['bug']}): {o.detail}")
-    return 1 if survivors else 0
+    return 1 if survivors or unexplained else 0
 
 
 if __name__ == "__main__":

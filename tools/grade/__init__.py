@@ -1,14 +1,13 @@
-"""The lmspec grader: runs the conformance suite on an implementation in
-resource-limited child processes and grades it per spec item.
+"""The lmspec grader: runs the judge (the conformance suite, which calls the
+implementation through a sandboxed worker) and grades it per spec item.
 
     python -m tools.grade --adapter path/to/tests/adapters.py
     python -m tools.grade --batch submissions/ --jobs 4
 
 Modules: ``cli`` (command line), ``grading`` (one implementation, end to
-end), ``batch`` (a folder of submissions), ``runner`` (the attempt loop:
-crash recovery and per-test outcomes), ``child`` (one limited pytest process
-and its watcher), ``stream`` (the pytest plugin inside the child),
-``results`` (statuses, points, trust), ``report`` (table, JSON, JUnit,
+end), ``batch`` (a folder of submissions), ``judge`` (the judge process: the
+one harness, shared with the mutant and variant runners), ``results``
+(statuses, points, STRICT, trust), ``report`` (table, JSON, JUnit,
 Gradescope), ``points`` (the points table and its source), ``files``
 (snapshot MANIFEST and suite-file guards). docs/grading.md documents the
 output schema.
@@ -18,7 +17,6 @@ __all__ = ["grade", "main"]
 
 
 def __getattr__(name: str):
-    # lazy: the child process imports tools.grade.stream and must not pay for the rest
     if name == "grade":
         from tools.grade.grading import grade
 

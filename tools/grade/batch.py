@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.grade.grading import grade
+from tools.grade.judge import JudgeOptions
 from tools.grade.results import GradeReport
-from tools.grade.runner import Limits
 
 ADAPTER_CANDIDATES = ("tests/adapters.py", "adapters.py")
 
@@ -80,7 +80,7 @@ def grade_batch(
     *,
     out: Path,
     jobs: int,
-    limits: Limits,
+    options: JudgeOptions,
     quiet: bool = False,
     **grade_options: Any,
 ) -> int:
@@ -98,7 +98,7 @@ def grade_batch(
         if adapter is None:
             return _row(sub.name, None, None, f"no {' or '.join(ADAPTER_CANDIDATES)} found", 0.0)
         try:
-            report = grade(str(adapter), out=out / sub.name, limits=limits, **grade_options)
+            report = grade(str(adapter), out=out / sub.name, options=options, **grade_options)
         except Exception as exc:  # one broken submission never stops the batch
             error = f"grader error: {type(exc).__name__}: {exc}"
             return _row(sub.name, None, adapter, error, time.monotonic() - t0)

@@ -15,9 +15,9 @@ from pathlib import Path
 from conformance.spec_items import ITEMS
 from tools.grade.batch import grade_batch
 from tools.grade.grading import grade
+from tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
 from tools.grade.points import PointsFileError, PointsTable, load_points
 from tools.grade.report import render_table
-from tools.grade.runner import DEFAULT_SUITE, Limits, Progress
 
 FORMATS = ("table", "json", "junit", "gradescope")
 
@@ -43,11 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS))
     p.add_argument("--spec", default=None, metavar="IDS", help="only these spec ids (comma list, prefix match)")
     p.add_argument(
-        "--timeout-per-test",
+        "--timeout-per-call",
         type=float,
         default=60.0,
         metavar="S",
-        help="per-test limit (default 60)",
+        help="a call into the submission without an answer after S s kills its worker; "
+        "that function is not called again (60)",
     )
     p.add_argument(
         "--timeout",
@@ -61,14 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=120.0,
         metavar="S",
-        help="limit to import + collect (120)",
+        help="limit to import the submission (120)",
     )
     p.add_argument(
         "--memory-limit",
         type=float,
         default=4.0,
         metavar="GB",
-        help="address space per process (4; 0: none)",
+        help="address space of the submission's process (4; 0: none)",
     )
     p.add_argument(
         "--fail-under",
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="parallel pytest workers (batch: submissions)",
+        help="parallel judge processes, each with its worker (batch: submissions)",
     )
     p.add_argument("--hypothesis-profile", default="ci", metavar="P", help="dev, ci (default) or thorough")
     p.add_argument(
@@ -104,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="test paths (default conformance/)",
     )
+    p.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=["auto", "bwrap", "none"],
+        help="isolation of the submission: bubblewrap, none, or auto (bubblewrap when it works, "
+        "else none with a loud warning)",
+    )
+    p.add_argument(
+        "--allow-reference",
+        action="store_true",
+        help="make lmspec's reference importable by the submission (lmspec's own mutants and variants "
+        "build on it); never for grading students",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress display and no table")
     return p
 
@@ -118,7 +132,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
         for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
             if not any(i == sel or i.startswith(sel + ".") for i in ids):
                 raise UsageError(f"--spec: {sel!r} matches no spec id (see conformance/spec_items.py)")
-    for name in ("timeout_per_test", "timeout", "startup_timeout"):
+    for name in ("timeout_per_call", "timeout", "startup_timeout"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be > 0")
     if args.memory_limit < 0 or (args.jobs is not None and args.jobs < 1):
@@ -176,14 +190,19 @@ class _ProgressDisplay:
             self.bar.close()
 
 
-def _limits(args: argparse.Namespace, jobs: int, threads: int) -> Limits:
-    return Limits(
-        per_test_s=args.timeout_per_test,
-        total_s=args.timeout,
+def _options(args: argparse.Namespace, jobs: int) -> JudgeOptions:
+    return JudgeOptions(
+        call_timeout_s=args.timeout_per_call,
+        startup_timeout_s=args.startup_timeout,
+        total_timeout_s=args.timeout,
         memory_gb=args.memory_limit or None,
         jobs=jobs,
-        threads=threads,
-        startup_s=args.startup_timeout,
+        profile=args.hypothesis_profile,
+        device=args.device,
+        sandbox=args.sandbox,
+        spec=args.spec,
+        suite=tuple(args.suite) if args.suite else DEFAULT_SUITE,
+        allow_reference=args.allow_reference,
     )
 
 
@@ -196,26 +215,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    suite = tuple(args.suite) if args.suite else DEFAULT_SUITE
     cores = os.cpu_count() or 1
     try:
-        options = dict(
-            points=points,
-            spec=args.spec,
-            profile=args.hypothesis_profile,
-            device=args.device,
-            suite=suite,
-            fail_under=args.fail_under,
-        )
         if args.batch:
             return grade_batch(
                 Path(args.batch),
                 out=Path(args.out),
                 jobs=args.jobs or cores,
-                limits=_limits(args, jobs=1, threads=1),
+                options=_options(args, jobs=1),
                 quiet=args.quiet,
                 formats=tuple(f for f in formats if f != "table"),
-                **options,
+                points=points,
+                fail_under=args.fail_under,
             )
         adapter = args.adapter or "reference.adapter"
         jobs = args.jobs or min(cores, 4)
@@ -224,10 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             report = grade(
                 adapter,
                 out=Path(args.out),
-                limits=_limits(args, jobs, threads=max(1, cores // jobs)),
+                options=_options(args, jobs),
                 formats=tuple(formats),
                 progress=display,
-                **options,
+                points=points,
+                fail_under=args.fail_under,
             )
         finally:
             display.close()

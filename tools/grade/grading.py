@@ -1,5 +1,5 @@
-"""Grade one implementation: guard the suite's files, run the suite in child
-processes (tools.grade.runner), score it (tools.grade.results) and write the
+"""Grade one implementation: guard the suite's files, run the judge
+(tools.grade.judge), score its report (tools.grade.results) and write the
 report files (tools.grade.report)."""
 
 import datetime as _dt
@@ -7,33 +7,32 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conformance.adapter import DEFAULT_ADAPTER, looks_like_path, submission_root
 from tools.grade.files import diff_digests, tree_digest, verify_manifest
+from tools.grade.judge import JudgeOptions, run_judge
 from tools.grade.points import PointsTable
 from tools.grade.report import write_gradescope, write_json, write_junit
 from tools.grade.results import GradeReport, build_report
-from tools.grade.runner import DEFAULT_SUITE, Limits, resolve_adapter, run_suite
+
+
+def resolve_target(adapter: str) -> str:
+    """An adapter file made absolute (the judge runs in its own folder); an
+    import name unchanged."""
+    return str(Path(adapter).expanduser().resolve()) if looks_like_path(adapter) else adapter
 
 
 def implementation_name(adapter: str) -> str:
-    path = Path(adapter)
-    if not path.exists():
-        return adapter
-    from conformance.adapter import _find_root
-
-    root = _find_root(path.resolve())
-    return root.name
+    if looks_like_path(adapter) and Path(adapter).exists():
+        return submission_root(Path(adapter)).name
+    return adapter
 
 
 def grade(
     adapter: str,
     *,
     out: Path,
-    limits: Limits,
+    options: JudgeOptions,
     points: PointsTable | None = None,
-    spec: str | None = None,
-    profile: str = "ci",
-    device: str = "cpu",
-    suite: tuple[str, ...] = DEFAULT_SUITE,
     fail_under: float | None = None,
     formats: tuple[str, ...] = ("json", "junit", "gradescope"),
     progress: Any = None,
@@ -41,49 +40,47 @@ def grade(
     """Grade one implementation and write the chosen files to ``out``."""
     points = points or PointsTable()
     out.mkdir(parents=True, exist_ok=True)
-    logs = out / "logs"
-    if logs.is_dir():
-        for old in logs.iterdir():
-            if old.is_file():
-                old.unlink()
     started = _dt.datetime.now(_dt.UTC)
     digest_before = tree_digest()
-    manifest_before = verify_manifest()
-    run = run_suite(
-        resolve_adapter(adapter),
-        workdir=logs,
-        suite=suite,
-        spec=spec,
-        limits=limits,
-        profile=profile,
-        device=device,
-        progress=progress,
-    )
+    manifest_before = verify_manifest() or []
+    target = resolve_target(adapter)
+    run = run_judge(target, options, out / "logs", progress)
     changes = diff_digests(digest_before, tree_digest())
-    manifest_after = verify_manifest()
-    manifest_problems = [f"before grading: {p}" for p in manifest_before or []]
-    manifest_problems += [f"after grading: {p}" for p in manifest_after or [] if p not in (manifest_before or [])]
+    manifest_after = verify_manifest() or []
+    compromised = [f"the suite's files changed during grading (by the submission?): {c}" for c in changes]
+    compromised += [f"snapshots/MANIFEST check failed before grading: {p}" for p in manifest_before]
+    compromised += [
+        f"snapshots/MANIFEST check failed after grading: {p}" for p in manifest_after if p not in manifest_before
+    ]
+    warnings = []
+    if run.timed_out:
+        warnings.append(
+            f"the overall time limit (--timeout {options.total_timeout_s:g} s) ran out: results are partial"
+        )
     settings = {
-        "spec": spec,
-        "timeout_per_test_s": limits.per_test_s,
-        "timeout_s": limits.total_s,
-        "memory_limit_gb": limits.memory_gb,
-        "jobs": limits.jobs,
-        "hypothesis_profile": profile,
-        "device": device,
-        "suite": [os.path.relpath(s) for s in suite],
+        "spec": options.spec,
+        "timeout_per_call_s": options.call_timeout_s,
+        "timeout_s": options.total_timeout_s,
+        "memory_limit_gb": options.memory_gb,
+        "jobs": options.jobs,
+        "hypothesis_profile": options.profile,
+        "device": options.device,
+        "sandbox": options.sandbox,
+        "suite": [os.path.relpath(s) for s in options.suite],
         "fail_under": fail_under,
         "partial_credit": points.partial_credit,
     }
     report = build_report(
-        run,
+        run.report or {},
         points=points,
-        adapter=adapter,
+        adapter=adapter if adapter != DEFAULT_ADAPTER else f"{DEFAULT_ADAPTER} (the reference)",
         name=implementation_name(adapter),
         started=started,
+        duration_s=run.seconds,
         settings=settings,
-        file_changes=changes,
-        manifest_problems=manifest_problems,
+        extra_compromised=compromised,
+        extra_warnings=warnings,
+        run_error=run.problem,
         fail_under=fail_under,
     )
     if "json" in formats:

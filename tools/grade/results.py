@@ -1,9 +1,10 @@
-"""From per-test outcomes to a graded report: one status and a number of
-points per spec item, the score, the audit findings, and whether the run can
-be trusted (``compromised``).
+"""From the judge's per-test report to a graded report: one status and a
+number of points per spec item (its MUST tests), its STRICT result beside it
+(reported, never scored), the SHOULD items and the audit, the score, and
+whether the run can be trusted (``compromised``).
 
-Item status (first rule that applies):
-  error            a test errored (crashed process, fixture error, import failure)
+Item status (first rule that applies), over the item's counted tests:
+  error            a test errored (the worker crashed, a fixture failed, import failure)
   timeout          a test ran out of time
   fail             a test failed, or the item is only partly implemented
   not implemented  every counted test skipped as "not implemented" (core item)
@@ -11,67 +12,138 @@ Item status (first rule that applies):
   skipped          every test skipped for another reason (fixtures missing, no CUDA)
   pass             every counted test passed
 Tests skipped for other reasons than "not implemented/provided" are not
-counted. The audit item (0.from_scratch) passes when no finding was made; its
-skipped functions (not implemented) do not make it fail.
+counted. The audit item (0.from_scratch) passes when no finding was made.
+The same rules give the STRICT status of an item from its STRICT tests.
 """
 
 import datetime as _dt
-from dataclasses import asdict, dataclass, field
+import enum
+from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.outcomes import Outcome
 from conformance.spec_items import BY_ID, ITEMS
 from tools.grade.points import PointsTable
-from tools.grade.runner import (
-    ERROR,
-    FAILED,
-    NOT_IMPLEMENTED,
-    NOT_PROVIDED,
-    PASSED,
-    SKIPPED,
-    TIMEOUT,
-    SuiteRun,
-    TestOutcome,
-)
 
-SCHEMA = "lmspec-grade/1"
+SCHEMA = "lmspec-grade/2"
 AUDIT_ITEM = "0.from_scratch"
-PASS, FAIL, STATUS_ERROR, STATUS_TIMEOUT = "pass", "fail", "error", "timeout"
-STATUS_NOT_IMPLEMENTED, STATUS_NOT_PROVIDED, STATUS_SKIPPED = (
-    "not implemented",
-    "not provided",
-    "skipped",
-)
 BIG_OUTPUT_BYTES = 1_000_000
+_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "PackageNotFoundError")
+
+
+class Status(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    NOT_IMPLEMENTED = "not implemented"
+    NOT_PROVIDED = "not provided"
+    SKIPPED = "skipped"
+
+
+class Group(enum.StrEnum):
+    CORE = "core"
+    EXTENDED = "extended"
+    SHOULD = "should"
+    AUDIT = "audit"
+
+
+@dataclass
+class TestResult:
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    spec: str | None
+    strength: str | None
+    outcome: Outcome
+    message: str = ""
+    summary: str = ""
+    duration_s: float = 0.0
+    props: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "TestResult":
+        try:
+            outcome = Outcome(record.get("outcome"))
+        except ValueError:
+            outcome = Outcome.ERROR
+        return cls(
+            nodeid=str(record.get("nodeid")),
+            spec=record.get("spec"),
+            strength=record.get("strength"),
+            outcome=outcome,
+            message=str(record.get("message") or ""),
+            summary=str(record.get("summary") or record.get("message") or "").splitlines()[0][:800]
+            if record.get("summary") or record.get("message")
+            else "",
+            duration_s=float(record.get("duration_s") or 0.0),
+            props=dict(record.get("props") or {}),
+        )
+
+    @property
+    def short(self) -> str:
+        return self.nodeid.split("::", 1)[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "strength": self.strength,
+            "outcome": str(self.outcome),
+            "message": self.message,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass
+class Verdict:
+    """The status of a set of tests (an item's MUST tests, or its STRICT ones)."""
+
+    status: Status
+    explanation: str
+    tests: list[TestResult]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tests:
+            out[str(t.outcome)] = out.get(str(t.outcome), 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": str(self.status),
+            "explanation": self.explanation,
+            "counts": self.counts(),
+            "tests": [t.to_json() for t in self.tests],
+        }
 
 
 @dataclass
 class ItemResult:
     id: str
     title: str
-    group: str  # "core" | "extended" | "should" | "audit"
-    status: str
+    group: Group
+    status: Status
     points: float
     max_points: float
     explanation: str
-    tests: list[TestOutcome]
+    tests: list[TestResult]
+    strict: Verdict | None = None
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for t in self.tests:
-            out[t.outcome] = out.get(t.outcome, 0) + 1
-        return out
+        return Verdict(self.status, self.explanation, self.tests).counts()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "title": self.title,
-            "group": self.group,
-            "status": self.status,
+            "group": str(self.group),
+            "status": str(self.status),
             "points": _num(self.points),
             "max_points": _num(self.max_points),
             "explanation": self.explanation,
             "counts": self.counts(),
             "tests": [t.to_json() for t in self.tests],
+            "strict": self.strict.to_json() if self.strict is not None else None,
         }
 
 
@@ -93,7 +165,8 @@ class GradeReport:
     compromised_reasons: list[str]
     error: str | None
     warnings: list[str] = field(default_factory=list)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    sandbox: str = "none"
+    faults: list[dict[str, Any]] = field(default_factory=list)
     passed: bool = False  # the exit-code verdict
     points_source: str = ""
 
@@ -101,8 +174,12 @@ class GradeReport:
     def percent(self) -> float:
         return 100.0 * self.score / self.max_score if self.max_score else 0.0
 
-    def group(self, name: str) -> list[ItemResult]:
+    def group(self, name: Group) -> list[ItemResult]:
         return [i for i in self.items if i.group == name]
+
+    def strict_findings(self) -> list[ItemResult]:
+        """Items whose STRICT tests did not all pass."""
+        return [i for i in self.items if i.strict is not None and i.strict.status not in (Status.PASS, Status.SKIPPED)]
 
     def test_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -119,6 +196,7 @@ class GradeReport:
             "duration_s": round(self.duration_s, 2),
             "environment": self.environment,
             "settings": self.settings,
+            "sandbox": self.sandbox,
             "score": _num(self.score),
             "max_score": _num(self.max_score),
             "percent": round(self.percent, 2),
@@ -128,12 +206,13 @@ class GradeReport:
             "compromised": self.compromised,
             "compromised_reasons": self.compromised_reasons,
             "error": self.error,
+            "strict_findings": len(self.strict_findings()),
             "audit_status": self.audit_status,
             "audit": self.audit,
             "warnings": self.warnings,
+            "faults": self.faults,
             "points_source": self.points_source,
             "items": [i.to_json() for i in self.items],
-            "attempts": self.attempts,
         }
 
 
@@ -141,82 +220,202 @@ def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(x, 3)
 
 
-def _short(nodeid: str) -> str:
-    return nodeid.split("::", 1)[-1]
-
-
-def item_status(tests: list[TestOutcome], *, extended: bool, audit: bool) -> tuple[str, str]:
-    """(status, one-line explanation) of one spec item from its tests."""
-    counted = [t for t in tests if t.outcome != SKIPPED]
+def verdict(tests: list[TestResult], *, extended: bool, audit: bool) -> Verdict:
+    """The status and one-line explanation of a set of tests (rules above)."""
+    counted = [t for t in tests if t.outcome != Outcome.SKIPPED]
     if not counted:
-        first = next((t for t in tests), None)
-        return STATUS_SKIPPED, (f"{_short(first.nodeid)}: {first.message}" if first else "no tests")
+        first = next(iter(tests), None)
+        return Verdict(Status.SKIPPED, f"{first.short}: {first.summary}" if first else "no tests", tests)
 
-    def first(*outcomes: str) -> TestOutcome | None:
+    def first(*outcomes: Outcome) -> TestResult | None:
         return next((t for t in counted if t.outcome in outcomes), None)
 
-    absent = (NOT_IMPLEMENTED, NOT_PROVIDED)
-    for outcome, status in ((ERROR, STATUS_ERROR), (TIMEOUT, STATUS_TIMEOUT), (FAILED, FAIL)):
+    absent = (Outcome.NOT_IMPLEMENTED, Outcome.NOT_PROVIDED)
+    for outcome, status in (
+        (Outcome.ERROR, Status.ERROR),
+        (Outcome.TIMEOUT, Status.TIMEOUT),
+        (Outcome.FAILED, Status.FAIL),
+    ):
         bad = first(outcome)
         if bad is not None:
-            return status, f"{_short(bad.nodeid)}: {bad.message}"
+            return Verdict(status, f"{bad.short}: {bad.summary}", tests)
     if all(t.outcome in absent for t in counted):
-        return (STATUS_NOT_PROVIDED if extended else STATUS_NOT_IMPLEMENTED), counted[0].message
+        return Verdict(Status.NOT_PROVIDED if extended else Status.NOT_IMPLEMENTED, counted[0].summary, tests)
     missing = first(*absent)
     if missing is not None and not audit:
         n = sum(t.outcome in absent for t in counted)
-        return FAIL, f"partly implemented ({n} of {len(counted)} tests): {missing.message}"
-    return PASS, ""
+        return Verdict(Status.FAIL, f"partly implemented ({n} of {len(counted)} tests): {missing.summary}", tests)
+    return Verdict(Status.PASS, "", tests)
 
 
-def _group(item_id: str) -> str:
+def _group(item_id: str) -> Group:
     if item_id == AUDIT_ITEM:
-        return "audit"
+        return Group.AUDIT
     if BY_ID[item_id].should:
-        return "should"
-    return "extended" if BY_ID[item_id].extended else "core"
+        return Group.SHOULD
+    return Group.EXTENDED if BY_ID[item_id].extended else Group.CORE
+
+
+def _lazy_import_error(items: list[ItemResult]) -> str | None:
+    """One import problem behind every failing core item (a package that
+    fails inside each adapter call, not at the adapter's import)."""
+    failing = [i for i in items if i.group == Group.CORE and i.status in (Status.FAIL, Status.ERROR)]
+    messages = set()
+    for item in failing:
+        bad = next((t for t in item.tests if t.outcome in (Outcome.FAILED, Outcome.ERROR)), None)
+        if bad is None or not bad.message.startswith(_IMPORT_ERRORS):
+            return None
+        messages.add(bad.message.splitlines()[0])
+    if len(failing) >= 3 and len(messages) == 1:
+        return f"the implementation fails to import inside every adapter call: {messages.pop()}"
+    return None
 
 
 def build_report(
-    run: SuiteRun,
+    judge: dict[str, Any],
     *,
     points: PointsTable,
     adapter: str,
     name: str,
     started: _dt.datetime,
+    duration_s: float,
     settings: dict[str, Any],
-    file_changes: list[str] = (),  # type: ignore[assignment]
-    manifest_problems: list[str] = (),  # type: ignore[assignment]
+    extra_compromised: list[str] = (),  # type: ignore[assignment]
+    extra_warnings: list[str] = (),  # type: ignore[assignment]
+    run_error: str | None = None,
     fail_under: float | None = None,
 ) -> GradeReport:
-    by_item: dict[str, list[TestOutcome]] = {}
-    for t in run.tests.values():
+    tests = [TestResult.from_record(r) for r in judge.get("tests") or [] if isinstance(r, dict)]
+    by_item: dict[str, list[TestResult]] = {}
+    for t in tests:
         if t.spec in BY_ID:
             by_item.setdefault(t.spec, []).append(t)
     items: list[ItemResult] = []
     for spec_item in ITEMS:
-        tests = by_item.get(spec_item.id)
-        if not tests:
+        item_tests = by_item.get(spec_item.id)
+        if not item_tests:
             continue
         group = _group(spec_item.id)
-        status, why = item_status(tests, extended=spec_item.extended, audit=group == "audit")
-        max_points = points[spec_item.id]
-        if status == PASS:
+        scored = [t for t in item_tests if t.strength != "strict"]
+        strict = [t for t in item_tests if t.strength == "strict"]
+        audit = group == Group.AUDIT
+        main = verdict(scored, extended=spec_item.extended, audit=audit) if scored else Verdict(Status.SKIPPED, "", [])
+        max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
+        if main.status == Status.PASS:
             earned = max_points
-        elif points.partial_credit and status not in (STATUS_SKIPPED,):
-            counted = [t for t in tests if t.outcome != SKIPPED]
-            earned = max_points * sum(t.outcome == PASSED for t in counted) / len(counted)
+        elif points.partial_credit and main.status != Status.SKIPPED:
+            counted = [t for t in scored if t.outcome != Outcome.SKIPPED]
+            earned = max_points * sum(t.outcome == Outcome.PASSED for t in counted) / len(counted)
         else:
             earned = 0.0
-        if status == STATUS_SKIPPED:
+        if main.status == Status.SKIPPED:
             max_points = 0.0  # nothing could be checked here: not in the maximum
-        items.append(ItemResult(spec_item.id, spec_item.title, group, status, earned, max_points, why, tests))
+        strict_verdict = verdict(strict, extended=spec_item.extended, audit=audit) if strict else None
+        items.append(
+            ItemResult(
+                spec_item.id,
+                spec_item.title,
+                group,
+                main.status,
+                earned,
+                max_points,
+                main.explanation,
+                scored,
+                strict_verdict,
+            )
+        )
 
-    # --- audit findings -------------------------------------------------------------
-    audit: list[dict[str, Any]] = []
+    audit_findings = _audit(items)
+    audit_item = next((i for i in items if i.group == Group.AUDIT), None)
+    if audit_item is None:
+        audit_status = "not run"
+    elif audit_findings:
+        audit_status = "findings"
+    else:
+        audit_status = {Status.PASS: "clean"}.get(audit_item.status, str(audit_item.status))
+
+    reasons = [str(r) for r in judge.get("compromised") or []] + list(extra_compromised)
+    reasons = list(dict.fromkeys(reasons))
+    compromised = bool(reasons)
+
+    warnings = [str(w) for w in judge.get("warnings") or []] + list(extra_warnings)
+    for t in tests:
+        printed = int(t.props.get("output_bytes") or 0)
+        if printed > BIG_OUTPUT_BYTES:
+            warnings.append(f"{t.short} printed {printed / 1e6:.1f} MB of output")
+    faults = [f for f in judge.get("faults") or [] if isinstance(f, dict)]
+    restarts = len(faults)
+    if restarts:
+        warnings.append(f"the worker was restarted {restarts} time(s) after a crash or timeout")
+    for item in items:
+        if item.status == Status.SKIPPED and item.group != Group.AUDIT:
+            warnings.append(f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score")
+
+    error = run_error or _load_error(judge) or _lazy_import_error(items)
+    core = [i for i in items if i.group == Group.CORE]
+    ext = [i for i in items if i.group == Group.EXTENDED]
+    score = sum(i.points for i in core)
+    if compromised:
+        warnings.append("the run is compromised: the score is set to 0 (see compromised_reasons)")
+        score = 0.0
+    if error and (_load_error(judge) or run_error):
+        score = 0.0
+    worker = judge.get("worker") or {}
+    report = GradeReport(
+        implementation={
+            "name": name,
+            "adapter": adapter,
+            "origin": judge.get("origin"),
+            "root": judge.get("root"),
+            "import_error": judge.get("import_error"),
+            "metadata": worker.get("metadata"),
+            "missing_core": judge.get("missing_core"),
+            "missing_extended": judge.get("missing_extended"),
+        },
+        started=started.astimezone(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        duration_s=duration_s,
+        environment={
+            "judge_python": judge.get("python"),
+            **{f"worker_{k}": v for k, v in worker.items() if k != "metadata"},
+        },
+        settings=settings,
+        items=items,
+        score=score,
+        max_score=sum(i.max_points for i in core),
+        extended_score=sum(i.points for i in ext),
+        extended_max_score=sum(i.max_points for i in ext),
+        audit=audit_findings,
+        audit_status=audit_status,
+        compromised=compromised,
+        compromised_reasons=reasons,
+        error=error,
+        warnings=warnings,
+        sandbox=str(judge.get("sandbox") or "none"),
+        faults=faults,
+        points_source=points.source,
+    )
+    all_core_pass = bool(core) and all(i.status in (Status.PASS, Status.SKIPPED) for i in core)
+    by_threshold = fail_under is not None and report.percent >= fail_under
+    report.passed = not compromised and not report.error and (all_core_pass or by_threshold)
+    return report
+
+
+def _load_error(judge: dict[str, Any]) -> str | None:
+    imp = judge.get("import_error")
+    if isinstance(imp, dict):
+        where = f"{imp.get('file')}:{imp.get('line')}: " if imp.get("file") else ""
+        message = (str(imp.get("message") or "").splitlines() or [""])[0][:300]
+        return f"the adapter failed to import: {where}{imp.get('type')}: {message}"
+    if judge.get("start_error"):
+        return str(judge["start_error"]).splitlines()[0]
+    return None
+
+
+def _audit(items: list[ItemResult]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
     seen = set()
     for item in items:
-        if item.group != "audit":
+        if item.group != Group.AUDIT:
             continue
         for t in item.tests:
             for finding in t.props.get("audit_findings") or []:
@@ -224,82 +423,5 @@ def build_report(
                     key = tuple(sorted((k, str(v)) for k, v in finding.items()))
                     if key not in seen:
                         seen.add(key)
-                        audit.append(finding)
-    audit_item = next((i for i in items if i.group == "audit"), None)
-    if audit_item is None:
-        audit_status = "not run"
-    elif audit:
-        audit_status = "findings"
-    else:
-        audit_status = {PASS: "clean"}.get(audit_item.status, audit_item.status)
-
-    # --- trust ------------------------------------------------------------------------
-    reasons: list[str] = []
-    reasons += [f"tampering detected at adapter import: {r}" for r in run.import_tampering]
-    by_message: dict[str, list[str]] = {}
-    for t in run.tests.values():
-        if "tampering" in t.props or t.message.startswith("tampering detected"):
-            by_message.setdefault(str(t.props.get("tampering") or t.message), []).append(t.nodeid)
-    for message, nodeids in by_message.items():
-        if run.import_tampering and "at adapter import" in message:
-            continue  # already listed once, above
-        more = f" and {len(nodeids) - 1} more" if len(nodeids) > 1 else ""
-        reasons.append(f"{message} (in {_short(nodeids[0])}{more})")
-    reasons += [f"the suite's files changed during grading (by the submission?): {c}" for c in file_changes]
-    reasons += [f"snapshots/MANIFEST check failed: {p}" for p in manifest_problems]
-    reasons += [f"result stream: {a}" for a in run.anomalies]
-    reasons = list(dict.fromkeys(reasons))
-    compromised = bool(reasons)
-
-    # --- warnings -------------------------------------------------------------------------
-    warnings: list[str] = []
-    for t in run.tests.values():
-        if t.output_bytes > BIG_OUTPUT_BYTES:
-            warnings.append(f"{_short(t.nodeid)} printed {t.output_bytes / 1e6:.1f} MB of output")
-    restarts = len(run.attempts) - 1
-    if restarts > 0:
-        warnings.append(f"the test process was restarted {restarts} time(s) after a crash, kill or hang")
-    for item in items:
-        if item.status == STATUS_SKIPPED:
-            warnings.append(f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score")
-
-    core = [i for i in items if i.group == "core"]
-    ext = [i for i in items if i.group == "extended"]
-    score = sum(i.points for i in core)
-    max_score = sum(i.max_points for i in core)
-    if compromised:
-        warnings.append("the run is compromised: the score is set to 0 (see compromised_reasons)")
-        score = 0.0
-    if run.error:
-        score = 0.0
-    report = GradeReport(
-        implementation={
-            "name": name,
-            "adapter": adapter,
-            "origin": run.adapter.get("origin"),
-            "import_error": run.adapter.get("error"),
-            "missing_core": run.adapter.get("missing_core"),
-            "missing_extended": run.adapter.get("missing_extended"),
-        },
-        started=started.astimezone(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        duration_s=run.duration_s,
-        environment=run.environment,
-        settings=settings,
-        items=items,
-        score=score,
-        max_score=max_score,
-        extended_score=sum(i.points for i in ext),
-        extended_max_score=sum(i.max_points for i in ext),
-        audit=audit,
-        audit_status=audit_status,
-        compromised=compromised,
-        compromised_reasons=reasons,
-        error=run.error or run.adapter.get("error"),
-        warnings=warnings,
-        attempts=[asdict(a) for a in run.attempts],
-        points_source=points.source,
-    )
-    all_core_pass = bool(core) and all(i.status in (PASS, STATUS_SKIPPED) for i in core)
-    by_threshold = fail_under is not None and report.percent >= fail_under
-    report.passed = not compromised and not report.error and (all_core_pass or by_threshold)
-    return report
+                        found.append(finding)
+    return found

@@ -1,0 +1,271 @@
+"""The judge's per-test report (``--lmspec-report PATH``), read by the grader.
+
+Each test gets one record: its spec item and strength, an Outcome
+(conformance/outcomes.py), its message and a one-line summary. The message
+is the first real failure: of a Hypothesis group of distinct failures, the
+first one, with its falsifying example; the summary is its first line plus
+the "likely cause" line when the failure names one. Run-level facts come from
+every judge process through the session folder: the worker's ready report
+(origin, versions, an import error), warnings (no sandbox), the faults
+registry, and compromise findings (lmspec's own code reached from the
+submission).
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
+from conformance.outcomes import Fault, Outcome
+
+SCHEMA = "lmspec-judge/1"
+MESSAGE_CHARS = 3000
+_LMSPEC_DIRS = tuple(str(REPO_ROOT / d) + "/" for d in ("reference", "conformance", "tools"))
+
+
+def configure(config: pytest.Config) -> None:
+    config._lmspec_results = {}  # type: ignore[attr-defined]
+    config._lmspec_started = time.time()  # type: ignore[attr-defined]
+    config.pluginmanager.register(_Hooks(config), "lmspec-report")
+
+
+def _session_dir(config: pytest.Config) -> Path:
+    return config._lmspec_target.session_dir  # type: ignore[attr-defined]
+
+
+def _process_tag(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "main"
+
+
+def record_worker(config: pytest.Config, target: Any) -> None:
+    """This judge process's worker start: its ready report, or why it failed."""
+    impl = target.impl
+    record = {
+        "ready": impl.ready if impl is not None else None,
+        "start_error": str(target.start_error) if target.start_error is not None else None,
+        "start_fault": str(getattr(target.start_error, "fault", "")) or None,
+    }
+    (_session_dir(config) / f"ready-{_process_tag(config)}.json").write_text(json.dumps(record, default=str))
+
+
+def record_findings(config: pytest.Config, target: Any) -> None:
+    """Compromise findings of this judge process's implementation: lmspec's
+    own modules imported (or reached for) by the submission."""
+    impl = target.impl
+    if impl is None:
+        return
+    findings = list(impl.findings)
+    if impl.channel is not None and impl.channel.alive():
+        try:
+            modules = impl.modules()
+        except BaseException:  # a worker that no longer answers has nothing to add
+            modules = []
+        for name, path in modules:
+            if _lmspec_file(path, target):
+                findings.append(f"the submission imported lmspec's own module {name} ({path})")
+    (_session_dir(config) / f"findings-{_process_tag(config)}.json").write_text(json.dumps(sorted(set(findings))))
+
+
+def _lmspec_file(path: str, target: Any) -> bool:
+    allowed = target.spec.allow_reference
+    if path.startswith("/opt/lmspec-base/"):
+        return not allowed
+    if target.root is not None and path.startswith(str(target.root) + "/"):
+        return False
+    if path.startswith(_LMSPEC_DIRS):
+        return not (allowed and path.startswith(str(REPO_ROOT / "reference") + "/"))
+    return "/site-packages/lmspec/" in path
+
+
+# --- one test --------------------------------------------------------------------------
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def failure_message(exc: BaseException) -> str:
+    """The first real failure, with Hypothesis' falsifying example."""
+    from conformance.proxy import SubmissionError
+
+    leaf = _leaf(exc)
+    plain = isinstance(leaf, pytest.fail.Exception | pytest.skip.Exception | SubmissionError)
+    text = str(leaf) if plain else f"{type(leaf).__name__}: {leaf}"
+    notes = [n for n in getattr(leaf, "__notes__", []) or [] if isinstance(n, str) and n.startswith("Falsifying")]
+    if notes:
+        text += "\n" + notes[0]
+    return text[:MESSAGE_CHARS]
+
+
+def summary(message: str) -> str:
+    """First line, plus the likely cause when the message names one."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0][:400]
+    cause = next((line for line in lines[1:] if line.startswith("likely cause")), None)
+    return f"{first} ({cause[:300]})" if cause else first
+
+
+def _skip_message(report: pytest.TestReport) -> str:
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ").splitlines()[0]
+    return str(report.longrepr).splitlines()[0] if report.longrepr else ""
+
+
+def classify(report: pytest.TestReport, fault: str | None, message: str) -> Outcome:
+    if report.skipped:
+        if hasattr(report, "wasxfail"):
+            return Outcome.SKIPPED
+        if message.startswith("not implemented:"):
+            return Outcome.NOT_IMPLEMENTED
+        if message.startswith("not provided:"):
+            return Outcome.NOT_PROVIDED
+        return Outcome.SKIPPED
+    if report.passed:
+        return Outcome.PASSED
+    if fault:
+        return Fault(fault).outcome
+    if "Timeout" in message[:80] and "pytest-timeout" in message:
+        return Outcome.TIMEOUT
+    return Outcome.FAILED if report.when == "call" else Outcome.ERROR
+
+
+class _Hooks:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        path = config.getoption("lmspec_progress")
+        self.progress = open(path, "a", buffering=1) if path and not hasattr(config, "workerinput") else None  # noqa: SIM115
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress.write(json.dumps(event, default=str) + "\n")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(self.config, "workerinput") and session.items:
+            self._progress({"collected": len(session.items)})
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not getattr(self, "_announced", False):
+            self._announced = True
+            self._progress({"collected": len(ids)})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.excinfo is not None and not report.skipped:
+            exc = _leaf(call.excinfo.value)
+            fault = getattr(exc, "fault", None)
+            if fault is not None:
+                report.user_properties.append(("fault", str(fault)))
+            report.user_properties.append(("message", failure_message(call.excinfo.value)))
+        target = getattr(item.config, "_lmspec_target", None)
+        mark = getattr(item, "_lmspec_output_mark", None)
+        if call.when == "teardown" and mark is not None and target is not None and target.impl is not None:
+            channel = target.impl.channel
+            if channel is not None:
+                report.user_properties.append(("output_bytes", max(0, channel.output.total - mark)))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.outcome == "passed":
+            props = dict(report.user_properties)
+            record = self.config._lmspec_results.get(report.nodeid)  # type: ignore[attr-defined]
+            if "output_bytes" in props and record is not None:
+                record["props"]["output_bytes"] = props["output_bytes"]
+            return
+        props = dict(report.user_properties)
+        if report.skipped:
+            message = _skip_message(report)
+            if hasattr(report, "wasxfail"):
+                message = f"xfail: {message or report.wasxfail}"
+        else:
+            message = str(props.get("message") or "")
+            if not message and report.longrepr:
+                message = str(getattr(report.longrepr, "reprcrash", None) and report.longrepr.reprcrash.message)
+        outcome = classify(report, props.get("fault"), message)
+        results = self.config._lmspec_results  # type: ignore[attr-defined]
+        earlier = results.get(report.nodeid)
+        if earlier is not None and earlier["outcome"] != Outcome.PASSED:
+            return  # the first failure of a test is its result
+        if outcome is Outcome.ERROR and report.when != "call" and not props.get("fault"):
+            message = f"{message} (in {report.when})"
+        record = {
+            "nodeid": report.nodeid,
+            "spec": props.get("spec"),
+            "strength": props.get("strength"),
+            "when": report.when,
+            "outcome": str(outcome),
+            "message": message,
+            "summary": summary(message),
+            "duration_s": round(report.duration, 4),
+            "props": {k: v for k, v in props.items() if k not in ("spec", "strength", "message")},
+        }
+        results[report.nodeid] = record  # a failed teardown after a passed call replaces it
+        self._progress({"nodeid": report.nodeid, "outcome": record["outcome"], "record": record})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = session.config
+        target = getattr(config, "_lmspec_target", None)
+        if target is not None and target.impl is not None:
+            record_findings(config, target)
+        path = config.getoption("lmspec_report")
+        if self.progress is not None:
+            self.progress.close()
+        if not path or hasattr(config, "workerinput"):
+            return
+        write(config, Path(path), int(exitstatus))
+
+
+def _read_all(folder: Path, prefix: str) -> list[Any]:
+    out = []
+    for path in sorted(folder.glob(f"{prefix}-*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
+    target = config._lmspec_target  # type: ignore[attr-defined]
+    folder = _session_dir(config)
+    readies = _read_all(folder, "ready")
+    ready = next((r["ready"] for r in readies if r.get("ready")), None) or {}
+    start_error = next((r["start_error"] for r in readies if r.get("start_error")), None)
+    findings = sorted({f for batch in _read_all(folder, "findings") for f in batch})
+    faults_file = folder / "faults.jsonl"
+    faults = [json.loads(x) for x in faults_file.read_text().splitlines() if x.strip()] if faults_file.exists() else []
+    functions = set(ready.get("functions") or [])
+    payload: dict[str, Any] = {
+        "schema": SCHEMA,
+        "adapter": target.label,
+        "root": str(target.root) if target.root else None,
+        "origin": ready.get("origin"),
+        "is_reference": target.is_reference,
+        "sandbox": str(target.spec.sandbox),
+        "in_process": target.in_process,
+        "warnings": target.warnings,
+        "worker": {k: ready.get(k) for k in ("python", "executable", "torch", "cuda", "metadata")},
+        "import_error": ready.get("error"),
+        "start_error": start_error,
+        "compromised": findings,
+        "faults": faults,
+        "missing_core": [n for n in CORE_FUNCTIONS if n not in functions] if ready else list(CORE_FUNCTIONS),
+        "missing_extended": [n for n in EXTENDED_FUNCTIONS if n not in functions]
+        if ready
+        else list(EXTENDED_FUNCTIONS),
+        "exitstatus": exitstatus,
+        "duration_s": round(time.time() - config._lmspec_started, 3),  # type: ignore[attr-defined]
+        "python": sys.version.split()[0],
+        "tests": list(config._lmspec_results.values()),  # type: ignore[attr-defined]
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, default=str))

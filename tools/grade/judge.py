@@ -1,0 +1,206 @@
+"""Run the judge: one pytest process (with xdist workers) over the
+conformance suite, which starts the sandboxed workers itself
+(conformance/plugin.py). The judge is trusted code, so there is nothing to
+recover from here but its overall deadline; every fault of the submission is
+contained by the worker and reported per test.
+
+The same function serves the grader, the mutant runner and the variant
+runner (one harness).
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_SUITE = (str(REPO / "conformance"),)
+LOG_CAP = 2_000_000
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """What the grader passes to the judge (the CLI's options)."""
+
+    call_timeout_s: float = 60.0
+    startup_timeout_s: float = 120.0
+    total_timeout_s: float = 1800.0
+    memory_gb: float | None = 4.0
+    jobs: int = 2
+    profile: str = "ci"
+    device: str = "cpu"
+    sandbox: str = "auto"
+    spec: str | None = None
+    suite: tuple[str, ...] = DEFAULT_SUITE
+    allow_reference: bool = False
+    extra_args: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int | None
+    nodeid: str | None = None
+    outcome: str | None = None
+    failures: int = 0
+
+
+@dataclass
+class JudgeRun:
+    report: dict[str, Any] | None  # the judge's --lmspec-report (conformance/report.py)
+    returncode: int | None
+    seconds: float
+    timed_out: bool
+    log: Path
+
+    @property
+    def problem(self) -> str | None:
+        """Why there is no report, when there is none."""
+        if self.report is not None:
+            return None
+        if self.timed_out:
+            return "the judge ran out of time before writing its report"
+        return f"the judge exited with status {self.returncode} without a report (see {self.log})"
+
+
+def judge_command(target: str, options: JudgeOptions, report: Path, progress: Path) -> list[str]:
+    plugins = ("xdist.plugin", "pytest_timeout", "_hypothesis_pytestplugin", "no:cacheprovider")
+    # the plugin explicitly, and no conftest.py at all: a submission's own
+    # conftest (or tests) can never be loaded by the judge
+    args = [sys.executable, "-m", "pytest", *options.suite, "-q", "--tb=short", "--rootdir", str(REPO), "--noconftest"]
+    for plugin in (*plugins, "conformance.plugin"):
+        args += ["-p", plugin]
+    args += [
+        f"--adapter={target}",
+        "--lmspec-report",
+        str(report),
+        "--lmspec-progress",
+        str(progress),
+        "--sandbox",
+        options.sandbox,
+        "--timeout-per-call",
+        f"{options.call_timeout_s:g}",
+        "--startup-timeout",
+        f"{options.startup_timeout_s:g}",
+        "--memory-limit",
+        f"{options.memory_gb or 0:g}",
+        "--hypothesis-profile",
+        options.profile,
+        "--device",
+        options.device,
+        # the judge's own backstop per test (every call into the worker has its own limit)
+        "--timeout",
+        f"{max(300.0, 5 * options.call_timeout_s):g}",
+        "--timeout-method",
+        "signal",
+    ]
+    if options.spec:
+        args += ["--spec", options.spec]
+    if options.allow_reference:
+        args += ["--allow-reference"]
+    if options.jobs > 1:
+        args += ["-n", str(options.jobs)]
+    return [*args, *options.extra_args]
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LMSPEC_ADAPTER", "COV_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no stray plugins (randomly, cov...)
+    return env
+
+
+def _poll_progress(path: Path, pos: int, state: dict[str, Any], progress: Callable[[Progress], None] | None) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(pos)
+            data = f.read()
+    except OSError:
+        return pos
+    complete = data[: data.rfind(b"\n") + 1]
+    for line in complete.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if "collected" in event:
+            state["total"] = int(event["collected"])
+        elif "nodeid" in event:
+            state["done"] += 1
+            state["failures"] += event.get("outcome") in ("failed", "error", "timeout")
+            if progress is not None:
+                progress(
+                    Progress(state["done"], state["total"], event["nodeid"], event.get("outcome"), state["failures"])
+                )
+    return pos + len(complete)
+
+
+def run_judge(
+    target: str, options: JudgeOptions, workdir: Path, progress: Callable[[Progress], None] | None = None
+) -> JudgeRun:
+    """Run the suite on ``target`` (an adapter path or module) and read the report."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
+    for stale in (report, progress_file):
+        stale.unlink(missing_ok=True)
+    start = time.monotonic()
+    deadline = start + options.total_timeout_s
+    timed_out = False
+    state = {"done": 0, "total": None, "failures": 0}
+    pos = 0
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            judge_command(target, options, report, progress_file),
+            cwd=workdir,
+            env=_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            while proc.poll() is None:
+                pos = _poll_progress(progress_file, pos, state, progress)
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL if timed_out or proc.poll() is None else signal.SIGTERM)
+            proc.wait()
+    _poll_progress(progress_file, pos, state, progress)
+    if log.stat().st_size > LOG_CAP:
+        with open(log, "r+b") as f:
+            f.truncate(LOG_CAP)
+    data = None
+    if report.is_file():
+        try:
+            data = json.loads(report.read_text())
+        except ValueError:
+            data = None
+    if data is None and timed_out:
+        data = _partial_report(progress_file, options)
+    return JudgeRun(data, proc.returncode, time.monotonic() - start, timed_out, log)
+
+
+def _partial_report(progress_file: Path, options: JudgeOptions) -> dict[str, Any]:
+    """The results the judge streamed before it was stopped at the overall deadline."""
+    tests = []
+    if progress_file.exists():
+        for line in progress_file.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if "nodeid" in event and "record" in event:
+                tests.append(event["record"])
+    return {"tests": tests, "partial": True, "warnings": [], "compromised": [], "faults": []}

@@ -1,0 +1,280 @@
+"""The wire format between the judge (trusted) and the worker (untrusted).
+
+A message is one *frame*: a 4-byte big-endian length, then that many bytes of
+MessagePack. MessagePack carries plain data (None, bool, int, float, str,
+bytes, list, dict with any hashable keys) and, for everything else, *ext*
+values whose payload is itself a MessagePack value:
+
+    ext 1  tuple            [items...]
+    ext 2  tensor           safetensors bytes of one tensor named "t"
+    ext 3  ndarray          safetensors bytes of one numpy array named "t"
+    ext 5  tagged object    {"kind": str, ...}: a judge- or worker-side object
+                            that is not plain data (a torch.Generator, a
+                            module, an optimizer, a file, a remote handle...)
+
+Why these two formats. MessagePack: binary, so vocabularies of bytes travel
+as bytes (JSON would need base64 and its own tags anyway); tuple vs list and
+int dict keys survive through ext/raw keys; decoding builds only plain Python
+values (no code runs: unlike pickle, which the judge never unpickles from a
+worker); size limits are enforced by the frame length. safetensors for
+arrays: a documented tensor format whose parser (Rust) checks that the header
+offsets cover exactly shape x dtype bytes, with bfloat16 (which numpy's .npy
+cannot hold), zero-copy loads, and a small string metadata map that carries
+the device and the Parameter flag.
+
+Both sides validate what they decode: unknown ext codes, unknown tagged
+kinds, bad dtypes and nesting deeper than MAX_DEPTH are protocol errors.
+This module imports nothing from lmspec: the worker runs it from a
+read-only copy inside the sandbox.
+"""
+
+import os
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load as _np_load
+from safetensors.numpy import save as _np_save
+from safetensors.torch import load as _t_load
+from safetensors.torch import save as _t_save
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FRAME",
+    "ProtocolError",
+    "Tagged",
+    "decode",
+    "encode",
+    "read_frame",
+    "write_frame",
+]
+
+#: Largest frame either side accepts (a 64 MiB memmap, a GPT-2 vocabulary...).
+MAX_FRAME = int(os.environ.get("LMSPEC_MAX_FRAME", 512 << 20))
+MAX_DEPTH = 64
+_LEN = struct.Struct(">I")
+
+EXT_TUPLE, EXT_TENSOR, EXT_NDARRAY, EXT_TAGGED = 1, 2, 3, 5
+
+
+class ProtocolError(Exception):
+    """A frame or value that does not follow this format."""
+
+
+class Tagged(dict):
+    """A tagged object on the wire: ``Tagged(kind, **fields)``. The encoder
+    and the decoder hooks of each side decide what a kind becomes."""
+
+    def __init__(self, kind: str, **fields: Any):
+        super().__init__(fields)
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Tagged({self.kind!r}, {dict.__repr__(self)})"
+
+
+# --- frames -------------------------------------------------------------------------
+def write_frame(fd: int, payload: bytes) -> None:
+    if len(payload) > MAX_FRAME:
+        raise ProtocolError(f"message of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
+    data = memoryview(_LEN.pack(len(payload)) + payload)
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError(f"stream closed with {left} of {n} bytes unread")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> bytes:
+    (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
+    if n > MAX_FRAME:
+        raise ProtocolError(f"announced message of {n} bytes exceeds the {MAX_FRAME}-byte limit")
+    return _read_exact(fd, n)
+
+
+# --- values -----------------------------------------------------------------------------
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    plain = t.detach()
+    meta = {
+        "device": str(plain.device),
+        "param": "1" if isinstance(t, torch.nn.Parameter) else "0",
+        "requires_grad": "1" if t.requires_grad else "0",
+    }
+    if type(plain) is not torch.Tensor:  # subclasses travel as plain tensors
+        plain = plain.as_subclass(torch.Tensor)
+    return _t_save({"t": plain.to("cpu").contiguous().clone()}, metadata=meta)
+
+
+def _native(obj: Any) -> Any:
+    """What MessagePack packs for ``obj`` (an ExtType for the non-plain kinds)."""
+    if isinstance(obj, Tagged):
+        return msgpack.ExtType(EXT_TAGGED, _pack({"kind": obj.kind, **obj}, None))
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(EXT_TUPLE, _pack(list(obj), None))
+    if isinstance(obj, torch.Tensor):
+        return msgpack.ExtType(EXT_TENSOR, _tensor_bytes(obj))
+    if isinstance(obj, np.ndarray):
+        return msgpack.ExtType(EXT_NDARRAY, _np_save({"t": np.ascontiguousarray(obj)}))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    # subclasses of plain types (IntEnum, str enums, OrderedDict...) as their base
+    for base in (bool, int, float, str, bytes, dict, list):
+        if isinstance(obj, base):
+            return base(obj)
+    if isinstance(obj, (bytearray, memoryview)):
+        return bytes(obj)
+    raise ProtocolError(f"cannot send a {type(obj).__module__}.{type(obj).__qualname__}")
+
+
+_HOOK: list[Callable[[Any], Any] | None] = [None]
+
+
+def _default(obj: Any) -> Any:
+    hook = _HOOK[-1]
+    if hook is not None:
+        replaced = hook(obj)
+        if replaced is not obj:
+            return _native(replaced)
+    return _native(obj)
+
+
+def _pack(value: Any, hook: Callable[[Any], Any] | None) -> bytes:
+    if hook is not None:
+        _HOOK.append(hook)
+    try:
+        return msgpack.packb(
+            value, default=_default, use_bin_type=True, strict_types=True, unicode_errors="surrogatepass"
+        )
+    finally:
+        if hook is not None:
+            _HOOK.pop()
+
+
+def encode(value: Any, hook: Callable[[Any], Any] | None = None) -> bytes:
+    """MessagePack bytes of ``value``. ``hook(obj)`` is asked first about every
+    value that is not plain MessagePack data (tuples, tensors, arrays, other
+    objects): it returns a replacement (usually a Tagged) or ``obj`` itself to
+    leave it to this module."""
+    try:
+        return _pack(value, hook)
+    except ProtocolError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ProtocolError(f"cannot encode: {exc}") from exc
+
+
+def decode(data: bytes, hook: Callable[[Tagged], Any] | None = None) -> Any:
+    """The value in ``data``; ``hook(tagged)`` builds tagged objects (without
+    a hook they stay Tagged dicts). Anything malformed raises ProtocolError."""
+
+    def ext_hook(code: int, payload: bytes) -> Any:
+        if code == EXT_TUPLE:
+            items = _unpack(payload)
+            if not isinstance(items, list):
+                raise ProtocolError("tuple payload is not a list")
+            return tuple(items)
+        if code == EXT_TENSOR:
+            return _tensor_from(payload)
+        if code == EXT_NDARRAY:
+            try:
+                arrays = _np_load(payload)
+            except (SafetensorError, ValueError) as exc:
+                raise ProtocolError(f"bad array: {exc}") from exc
+            if set(arrays) != {"t"}:
+                raise ProtocolError("array payload must hold exactly one array 't'")
+            return arrays["t"]
+        if code == EXT_TAGGED:
+            fields = _unpack(payload)
+            if not isinstance(fields, dict) or not isinstance(fields.get("kind"), str):
+                raise ProtocolError("tagged payload must be a dict with a str 'kind'")
+            kind = fields.pop("kind")
+            tagged = Tagged(kind, **{str(k): v for k, v in fields.items()})
+            return hook(tagged) if hook is not None else tagged
+        raise ProtocolError(f"unknown ext code {code}")
+
+    depth = [0]
+
+    def _unpack(payload: bytes) -> Any:
+        depth[0] += 1
+        if depth[0] > MAX_DEPTH:
+            raise ProtocolError(f"nesting deeper than {MAX_DEPTH}")
+        try:
+            return msgpack.unpackb(
+                payload,
+                ext_hook=ext_hook,
+                raw=False,
+                strict_map_key=False,
+                use_list=True,
+                unicode_errors="surrogatepass",
+            )
+        except ProtocolError:
+            raise
+        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            raise ProtocolError(f"malformed message: {type(exc).__name__}: {exc}") from exc
+        finally:
+            depth[0] -= 1
+
+    return _unpack(data)
+
+
+_DTYPES = {
+    torch.float64,
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.bool,
+}
+
+
+def _tensor_from(payload: bytes) -> torch.Tensor:
+    try:
+        tensors = _t_load(payload)
+    except (SafetensorError, ValueError, TypeError) as exc:
+        raise ProtocolError(f"bad tensor: {exc}") from exc
+    if set(tensors) != {"t"}:
+        raise ProtocolError("tensor payload must hold exactly one tensor 't'")
+    t = tensors["t"]
+    if t.dtype not in _DTYPES:
+        raise ProtocolError(f"tensor dtype {t.dtype} is not accepted")
+    meta = _metadata(payload)
+    device = meta.get("device", "cpu")
+    if device != "cpu":
+        try:
+            t = t.to(device)
+        except (RuntimeError, ValueError) as exc:
+            raise ProtocolError(f"tensor on device {device!r} cannot be placed here: {exc}") from exc
+    if meta.get("param") == "1":
+        return torch.nn.Parameter(t, requires_grad=meta.get("requires_grad") == "1" and t.is_floating_point())
+    if meta.get("requires_grad") == "1" and t.is_floating_point():
+        t.requires_grad_(True)
+    return t
+
+
+def _metadata(payload: bytes) -> dict[str, str]:
+    import json
+
+    (n,) = struct.unpack("<Q", payload[:8])
+    header = json.loads(payload[8 : 8 + n])
+    meta = header.get("__metadata__") or {}
+    return {str(k): str(v) for k, v in meta.items()}

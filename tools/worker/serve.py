@@ -1,0 +1,89 @@
+"""The worker's request loop, over two file descriptors (a process of its own)
+or over plain function calls (the judge's ``--in-process`` debugging mode):
+both go through ``start`` and ``handle``, so both behave the same."""
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .loader import load
+from .protocol import ProtocolError, decode, encode, read_frame, write_frame
+from .server import JudgeIterableError, Server, describe
+
+Pull = Callable[[int, int], tuple[list, bool]]
+
+
+def start(adapter: str, root: Path | None, scratch: Path, paths: tuple[str, ...], pull: Pull) -> tuple[Server, dict]:
+    """Import the adapter; the server and the "ready" report for the judge."""
+    import torch
+
+    info = load(adapter, root, scratch, paths)
+    module = info["module"]
+    functions = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None)))
+    ready = {
+        "origin": info["origin"],
+        "metadata": info["metadata"],
+        "error": info["error"],
+        "functions": functions if module is not None else [],
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "pid": os.getpid(),
+        "cuda": torch.cuda.is_available(),
+    }
+    return Server(module, root, scratch, pull), ready
+
+
+def handle(server: Server, data: bytes) -> bytes:
+    """One request frame in, one reply frame out; never raises."""
+    try:
+        hook, writeback = server.decoder()
+        request = decode(data, hook)
+        if not isinstance(request, dict):
+            raise ProtocolError("a request must be a dict")
+        reply = server.run(request, writeback)
+    except ProtocolError as exc:
+        reply = {"err": describe(exc, "decoding the request") | {"protocol": True}}
+    except BaseException as exc:  # the worker's own failure, reported as such
+        reply = {"err": describe(exc, "the worker") | {"protocol": True}}
+    try:
+        return encode(reply, server.encode_hook)
+    except ProtocolError as exc:
+        what = reply.get("err", {}).get("in") if "err" in reply else "the result"
+        return encode({"err": describe(exc, f"sending {what} to the judge")})
+
+
+def serve_fds(fd_in: int, fd_out: int, adapter: str, root: Path | None, scratch: Path, paths: tuple[str, ...]) -> int:
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+
+    def pull(ident: int, n: int) -> tuple[list, bool]:
+        write_frame(fd_out, encode({"pull": ident, "n": n}))
+        answer = decode(read_frame(fd_in))
+        return unpack_pull(ident, answer)
+
+    server, ready = start(adapter, root, scratch, paths, pull)
+    write_frame(fd_out, encode({"ready": ready}))
+    while True:
+        try:
+            data = read_frame(fd_in)
+        except (EOFError, OSError):
+            return 0
+        write_frame(fd_out, handle(server, data))
+
+
+def unpack_pull(ident: int, answer: Any) -> tuple[list, bool]:
+    """The judge's answer to a pull: (items, done), or the judge iterable's
+    own exception raised inside the implementation."""
+    if not isinstance(answer, dict):
+        raise ProtocolError("bad answer to a pull")
+    if "err" in answer:
+        raise JudgeIterableError(ident, str(answer["err"]))
+    items, done = answer.get("ok"), answer.get("done")
+    if not isinstance(items, list) or not isinstance(done, bool):
+        raise ProtocolError("bad answer to a pull")
+    return items, done
