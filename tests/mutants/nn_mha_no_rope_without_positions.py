@@ -1,4 +1,8 @@
-"""MUTANT: RoPE skipped when token_positions is omitted (instead of defaulting to 0..seq-1)."""
+"""MUTANT: RoPE skipped when token_positions is omitted (instead of defaulting to 0..seq-1).
+
+A STRICT rule (SPEC §2: the handout leaves token_positions=None undefined), so
+only the STRICT test test_mha_with_rope_default_positions kills it; every
+MUST test passes."""
 
 import torch
 
