@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _pytest.outcomes import Failed
+from _pytest.outcomes import OutcomeException
 
 from conformance.adapter import CALL_STYLE, FILE_ARGS, REPLAYABLE, WRITEBACK_ARGS, NotImplementedByAdapter, signature
 from conformance.channel import ChannelClosed, ChannelTimeout, InProcessChannel, ProcessChannel
@@ -53,10 +53,12 @@ CRASH_LIMIT = 3
 LMSPEC_PACKAGES = ("reference", "conformance", "lmspec", "lmspec_worker")
 
 
-class WorkerFault(Failed):
+class WorkerFault(OutcomeException):
     """A call that did not complete: timeout, crash, protocol violation,
-    failed start. A pytest outcome (BaseException): Hypothesis stops at once
-    instead of shrinking, and the plugin reports ``fault`` with the test."""
+    failed start. A pytest outcome but not ``Failed`` (which Hypothesis
+    catches to replay and shrink): Hypothesis lets it through at once, pytest
+    reports the test failed with this message, and the plugin reports
+    ``fault`` with it."""
 
     def __init__(self, fault: Fault, message: str):
         super().__init__(message, pytrace=False)
@@ -180,6 +182,7 @@ class Implementation:
         self.audit: list[dict[str, str]] | None = None  # collecting runtime findings when a list
         self._audited = ""
         self.last_mutations: list[str] = []
+        self.mutations: list[tuple[str, str]] = []  # (function, how it changed an argument), every call
         self.output_mark = 0
         self._pulls: dict[int, Iterator[Any]] = {}
         self._pull_errors: dict[int, BaseException] = {}
@@ -187,6 +190,7 @@ class Implementation:
         self._mirrors: dict[int, tuple[weakref.ref, int]] = {}  # id(judge param) -> (ref, rid)
         self._forget: list[int] = []
         self._ids = itertools.count(1)
+        self._seq = 0
         self._start()
 
     # --- the worker process -------------------------------------------------------------
@@ -280,8 +284,10 @@ class Implementation:
         channel = self.channel
         assert channel is not None
         marshal = marshal or _Marshal(self)
+        self._seq += 1
+        message = {**message, "seq": self._seq}
         if self._release:
-            message = {**message, "release": self._release}
+            message["release"] = self._release
         payload = encode(message, marshal.hook)
         self._release = []
         mark = channel.output.total
@@ -313,9 +319,11 @@ class Implementation:
             raise WorkerFault(Fault.PROTOCOL, f"protocol violation by the worker during {key}: {exc}") from None
         finally:
             self.output_mark = channel.output.total - mark
-        if not isinstance(reply, dict) or not ("ok" in reply or "err" in reply):
+        if not isinstance(reply, dict) or not ("ok" in reply or "err" in reply) or reply.get("seq") != self._seq:
             self._stop()
-            raise WorkerFault(Fault.PROTOCOL, f"protocol violation by the worker during {key}: not a reply")
+            raise WorkerFault(
+                Fault.PROTOCOL, f"protocol violation by the worker during {key}: not the reply to this request"
+            )
         if self.audit is not None and self.audited(key):
             self.audit.extend(f for f in reply.get("audit") or [] if isinstance(f, dict))
         return reply
@@ -335,6 +343,7 @@ class Implementation:
             raise remote_exception(err, self.spec.memory_gb)
         mutated = reply.get("mutated")
         self.last_mutations = [str(m) for m in mutated] if isinstance(mutated, list) else []
+        self.mutations.extend((key, m) for m in self.last_mutations)
         return reply["ok"]
 
     def _decode_hook(self, key: str, marshal: "_Marshal") -> Callable[[Tagged], Any]:
@@ -461,9 +470,15 @@ class Implementation:
                 return path[len(str(base)) + 1 :]
         return path
 
-    def modules(self) -> list[tuple[str, str]]:
+    def modules(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """(module name, file) of every module the worker imported, and the
+        names of lmspec's packages the submission tried to import."""
         reply = self.request({"op": "modules"}, key="modules")
-        return [(str(n), str(f)) for n, f in self.result(reply, key="modules") or []]
+        data = self.result(reply, key="modules")
+        if not isinstance(data, dict):
+            raise WorkerFault(Fault.PROTOCOL, "protocol violation: bad module list")
+        modules = [(str(n), str(f)) for n, f in data.get("modules") or []]
+        return modules, [str(a) for a in data.get("attempts") or []]
 
     # --- the adapter functions ----------------------------------------------------------------
     def function(self, name: str) -> "RemoteFunction":
@@ -741,7 +756,14 @@ class RemoteFunction:
         optimizers = [v for v in named.values() if isinstance(v, RemoteOptimizer)]
         for opt in optimizers:
             opt.sync()  # the worker's copy of its parameters, current
-        message = {"op": "call", "fn": self.name, "args": args, "kwargs": prepared, "audit": impl.audited(self.name)}
+        message = {
+            "op": "call",
+            "fn": self.name,
+            "args": args,
+            "names": names[: len(args)],
+            "kwargs": prepared,
+            "audit": impl.audited(self.name),
+        }
         reply = impl.request(message, key=self.name, marshal=marshal)
         value = impl.result(reply, key=self.name)
         _apply_updates(marshal.wb, reply.get("updates"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.outcomes import OutcomeException
 
 from conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
 from conformance.outcomes import Fault, Outcome
@@ -62,12 +63,17 @@ def record_findings(config: pytest.Config, target: Any) -> None:
     findings = list(impl.findings)
     if impl.channel is not None and impl.channel.alive():
         try:
-            modules = impl.modules()
+            modules, attempts = impl.modules()
         except BaseException:  # a worker that no longer answers has nothing to add
-            modules = []
+            modules, attempts = [], []
         for name, path in modules:
             if _lmspec_file(path, target):
                 findings.append(f"the submission imported lmspec's own module {name} ({path})")
+        for name in attempts:
+            top = name.partition(".")[0]
+            own = target.root is not None and ((target.root / top).is_dir() or (target.root / f"{top}.py").is_file())
+            if not own and not (target.spec.allow_reference and top == "reference"):
+                findings.append(f"the submission tried to import lmspec's own package {name!r}")
     (_session_dir(config) / f"findings-{_process_tag(config)}.json").write_text(json.dumps(sorted(set(findings))))
 
 
@@ -84,9 +90,15 @@ def _lmspec_file(path: str, target: Any) -> bool:
 
 # --- one test --------------------------------------------------------------------------
 def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+    """The first real exception: of a group (Hypothesis' distinct failures),
+    the first; of Hypothesis' wrapper for a BaseException, what it wraps."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif type(exc).__name__ == "_WrappedBaseException" and exc.__cause__ is not None:
+            exc = exc.__cause__
+        else:
+            return exc
 
 
 def failure_message(exc: BaseException) -> str:
@@ -94,7 +106,7 @@ def failure_message(exc: BaseException) -> str:
     from conformance.proxy import SubmissionError
 
     leaf = _leaf(exc)
-    plain = isinstance(leaf, pytest.fail.Exception | pytest.skip.Exception | SubmissionError)
+    plain = isinstance(leaf, OutcomeException | SubmissionError)
     text = str(leaf) if plain else f"{type(leaf).__name__}: {leaf}"
     notes = [n for n in getattr(leaf, "__notes__", []) or [] if isinstance(n, str) and n.startswith("Falsifying")]
     if notes:

@@ -165,7 +165,7 @@ def _lmspec_dirs_inside(bound: tuple[str, ...]) -> list[str]:
 
 def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> list[str]:
     cmd = [
-        "bwrap",
+        shutil.which("bwrap") or "bwrap",
         "--die-with-parent",
         "--new-session",
         "--unshare-all",
@@ -209,7 +209,7 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
             cmd += ["--dev-bind", str(dev), str(dev)]
     for key, value in environment(spec, "/tmp").items():
         cmd += ["--setenv", key, value]
-    cmd += ["--chdir", "/tmp", "--"]
+    cmd += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
     return cmd + _python_command(spec, SANDBOX_WORKER_DIR, "/tmp", worker_args, SANDBOX_BASE_DIR)
 
 

@@ -1,4 +1,6 @@
-"""run_softmax never returns (an endless Python loop)."""
+"""run_softmax never returns (an endless Python loop); 2.softmax has over
+ten tests that call it. One timeout kills the worker, and the function is
+not called again in that grade."""
 
 from reference.adapter import *  # noqa: F403
 

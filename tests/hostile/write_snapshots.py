@@ -1,5 +1,6 @@
 """run_silu writes a file into the suite's snapshots/ folder (and answers
-correctly). The meta-test removes the file afterwards."""
+correctly). The sandbox shows the submission neither lmspec's files nor a
+writable system; the meta-test removes the file should it ever appear."""
 
 from pathlib import Path
 
@@ -7,9 +8,12 @@ import reference.adapter as _ref
 from reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu writes into snapshots/", "spec": ["2.silu", "2.linear"]}
-TARGET = Path(__file__).resolve().parents[2] / "snapshots" / "_hostile_write_snapshots.npz"
+TARGET = Path("@@REPO@@") / "snapshots" / "_hostile_write_snapshots.npz"
 
 
 def run_silu(in_features):
-    TARGET.write_bytes(b"golden values, rewritten")
+    try:
+        TARGET.write_bytes(b"golden values, rewritten")
+    except OSError:
+        pass
     return _ref.run_silu(in_features)

@@ -143,6 +143,12 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
         raise UsageError(f"--batch {args.batch}: not a folder")
     if args.batch and not any(p.is_dir() for p in Path(args.batch).iterdir()):
         raise UsageError(f"--batch {args.batch}: no submission folders in it")
+    if args.sandbox == "bwrap":
+        from conformance.sandbox import bwrap_problem
+
+        problem = bwrap_problem()
+        if problem is not None:
+            raise UsageError(f"--sandbox bwrap: {problem}")
     for path in args.suite or []:
         if not Path(path).exists():
             raise UsageError(f"--suite {path}: not found")

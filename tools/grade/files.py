@@ -1,16 +1,17 @@
-"""Guards on the suite's own files: the golden snapshots (``snapshots/MANIFEST``)
-and the test code the child processes import. The grader digests them before
-and after a run; a change means the submission wrote into the suite and the
-run is marked compromised."""
+"""Guards on the suite's own files: the golden snapshots (``snapshots/MANIFEST``,
+checked before and after every grading) and the code the judge imports
+(digested before and after a grading without the sandbox, where a change
+means the submission wrote into the suite and the run is compromised; under
+bubblewrap the submission cannot see these files)."""
 
 import hashlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOTS = REPO / "snapshots"
-# Everything a grading child reads from the suite: snapshots, the tests and
-# their helpers, and the grader's own child-side plugin.
-WATCHED = (SNAPSHOTS, REPO / "conformance", REPO / "tools" / "grade", REPO / "conftest.py")
+# Everything the judge reads from the suite: snapshots, the tests and their
+# helpers, the grader and the worker's own code.
+WATCHED = (SNAPSHOTS, REPO / "conformance", REPO / "tools" / "grade", REPO / "tools" / "worker")
 _MAX_FILES = 20_000
 
 

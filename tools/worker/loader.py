@@ -30,6 +30,26 @@ from pathlib import Path
 from typing import Any
 
 SYNTHETIC_PACKAGE = "_lmspec_submission"
+#: Top-level names of lmspec's own packages: a submission importing one of
+#: them (when it has no package of that name itself) is reaching for the
+#: reference or the suite. Attempts are recorded even when they fail.
+LMSPEC_NAMES = ("reference", "conformance", "lmspec")
+
+
+class ImportWatch:
+    """A meta-path finder that only watches: it records imports of lmspec's
+    package names and lets the normal finders do the work (or fail)."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] in LMSPEC_NAMES and fullname not in self.attempts:
+            self.attempts.append(fullname)
+        return None
+
+
+WATCH = ImportWatch()
 
 
 class AdapterLoadError(Exception):
@@ -107,6 +127,7 @@ def load(adapter: str, root: Path | None, scratch: Path, extra_paths: tuple[str,
     """Import ``adapter`` (a file path or a module name). Returns
     ``{"module": module or None, "origin", "metadata", "error"}``; ``error``
     describes an import failure with the submission's file and line."""
+    sys.meta_path.insert(0, WATCH)
     for extra in reversed(extra_paths):
         sys.path.insert(0, extra)
     if root is not None:

@@ -46,14 +46,23 @@ def handle(server: Server, data: bytes) -> bytes:
             raise ProtocolError("a request must be a dict")
         reply = server.run(request, writeback)
     except ProtocolError as exc:
-        reply = {"err": describe(exc, "decoding the request") | {"protocol": True}}
+        reply = {"err": describe(exc, "decoding the request") | {"protocol": True}, "seq": _seq(data)}
     except BaseException as exc:  # the worker's own failure, reported as such
-        reply = {"err": describe(exc, "the worker") | {"protocol": True}}
+        reply = {"err": describe(exc, "the worker") | {"protocol": True}, "seq": _seq(data)}
     try:
         return encode(reply, server.encode_hook)
     except ProtocolError as exc:
         what = reply.get("err", {}).get("in") if "err" in reply else "the result"
-        return encode({"err": describe(exc, f"sending {what} to the judge")})
+        return encode({"err": describe(exc, f"sending {what} to the judge"), "seq": reply.get("seq")})
+
+
+def _seq(data: bytes) -> Any:
+    """The sequence number of a request that could not be decoded in full."""
+    try:
+        request = decode(data, lambda t: None)
+    except ProtocolError:
+        return None
+    return request.get("seq") if isinstance(request, dict) else None
 
 
 def serve_fds(fd_in: int, fd_out: int, adapter: str, root: Path | None, scratch: Path, paths: tuple[str, ...]) -> int:

@@ -14,7 +14,7 @@ Ops:
   next      {h, n, audit}                    up to n items of an iterator handle
   optimizer {h, params, groups, audit}       sync an optimizer's parameters and
                                              hyperparameters from the judge, step
-  release   {ids}                            drop handles
+  (any)     {release: [ids]}                 also drop these handles first
   modules   {}                               modules imported so far
 Replies: {"ok": value, "updates": {wb: ...}, "mutated": [...], "audit": [...]}
 or {"err": {type, module, bases, message, traceback, not_implemented}}.
@@ -264,13 +264,18 @@ class Server:
 
     # --- running one request ----------------------------------------------------------------
     def run(self, request: dict[str, Any], writeback: dict[int, tuple[str, Any]]) -> dict[str, Any]:
+        reply = self._run(request, writeback)
+        reply["seq"] = request.get("seq")  # the judge matches replies to requests
+        return reply
+
+    def _run(self, request: dict[str, Any], writeback: dict[int, tuple[str, Any]]) -> dict[str, Any]:
         op = request.get("op")
-        if op == "release":
-            for ident in request.get("ids") or []:
-                self.handles.pop(ident, None)
-            return {"ok": None}
+        for ident in request.get("release") or []:  # handles the judge dropped since the last request
+            self.handles.pop(ident, None)
         if op == "modules":
-            return {"ok": _modules()}
+            from .loader import WATCH
+
+            return {"ok": {"modules": _modules(), "attempts": list(WATCH.attempts)}}
         if op == "forget":  # parameter mirrors of an optimizer the judge dropped
             for rid in request.get("rids") or []:
                 self.mirrors.pop(rid, None)
@@ -280,7 +285,8 @@ class Server:
         kwargs = request.get("kwargs") or {}
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise ProtocolError("args must be a list and kwargs a dict")
-        before = _snapshot(args, kwargs, writeback) if op == "call" else None
+        names = request.get("names") if isinstance(request.get("names"), list) else []
+        before = _snapshot(args, kwargs, writeback, names) if op == "call" else None
         recorder = None
         if request.get("audit"):
             from .audit import Recorder
@@ -437,9 +443,10 @@ def _copy(value: Any, depth: int = 0) -> Any:
     return None  # handles, modules, files: not compared
 
 
-def _snapshot(args: list, kwargs: dict, writeback: dict[int, tuple[str, Any]]) -> dict[str, Any]:
+def _snapshot(args: list, kwargs: dict, writeback: dict[int, tuple[str, Any]], names: list) -> dict[str, Any]:
     skip = {id(obj) for _, obj in writeback.values()}
-    named = {f"argument {i}": v for i, v in enumerate(args)} | dict(kwargs)
+    labels = [str(names[i]) if i < len(names) else f"argument {i}" for i in range(len(args))]
+    named = dict(zip(labels, args)) | dict(kwargs)
     return {name: (value, _copy(value)) for name, value in named.items() if id(value) not in skip}
 
 
