@@ -216,7 +216,8 @@ def _source_files(impl: Implementation) -> tuple[list[Path], Path]:
     files = set()
     if str(impl.ready.get("origin", "")).endswith(".py"):
         files.add(Path(impl.host_path(str(impl.ready["origin"]))))
-    for _, path in impl.modules():
+    modules, _ = impl.modules()
+    for _, path in modules:
         p = Path(impl.host_path(path))
         if not path.endswith(".py") or not p.is_relative_to(root):
             continue

@@ -237,7 +237,7 @@ def test_cs336_style_repository_grades_full_without_setup(tmp_path: Path) -> Non
     its weights dict) gets the full score, nothing installed."""
     repo = tmp_path / "alice-cs336"
     shutil.copytree(STUDENT_REPO, repo)
-    rc, output, seconds = run_grader(tmp_path / "out", "--adapter", str(repo / "tests" / "adapters.py"), "--jobs", "2")
+    rc, output, _ = run_grader(tmp_path / "out", "--adapter", str(repo / "tests" / "adapters.py"), "--jobs", "2")
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     failing = [
         (i["id"], i["status"], i["explanation"])

@@ -3,6 +3,7 @@ descriptor it holds and to every report file it can find, the way an
 in-process plugin's events could once be rewritten. The judge's channel
 gets garbage where the worker's first message belongs."""
 
+import contextlib
 import glob
 import json
 import os
@@ -13,10 +14,8 @@ HOSTILE = {"does": "forges test results on every descriptor and report file", "s
 
 _FAKE = json.dumps({"nodeid": "conformance/test_nn_ops.py::test_softmax_matches_float64[cpu]", "outcome": "passed"})
 for _fd in range(3, 64):
-    try:
+    with contextlib.suppress(OSError):
         os.write(_fd, (_FAKE + "\n").encode())
-    except OSError:
-        pass
 for _pattern in ("/tmp/**/judge-report.json", "/tmp/**/results.json", "/tmp/**/progress.jsonl"):
     for _path in glob.glob(_pattern, recursive=True):
         try:

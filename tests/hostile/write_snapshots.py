@@ -2,6 +2,7 @@
 correctly). The sandbox shows the submission neither lmspec's files nor a
 writable system; the meta-test removes the file should it ever appear."""
 
+import contextlib
 from pathlib import Path
 
 import reference.adapter as _ref
@@ -12,8 +13,6 @@ TARGET = Path("@@REPO@@") / "snapshots" / "_hostile_write_snapshots.npz"
 
 
 def run_silu(in_features):
-    try:
+    with contextlib.suppress(OSError):
         TARGET.write_bytes(b"golden values, rewritten")
-    except OSError:
-        pass
     return _ref.run_silu(in_features)
