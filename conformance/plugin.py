@@ -225,6 +225,7 @@ def _make_fixture(name: str):
         fn = impl.function(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
             try:
                 return fn(*args, **kwargs)
             except NotImplementedByAdapter as exc:

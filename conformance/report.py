@@ -106,8 +106,12 @@ def failure_message(exc: BaseException) -> str:
     from conformance.proxy import SubmissionError
 
     leaf = _leaf(exc)
-    plain = isinstance(leaf, OutcomeException | SubmissionError)
-    text = str(leaf) if plain else f"{type(leaf).__name__}: {leaf}"
+    if isinstance(leaf, SubmissionError):
+        text = f"{leaf.remote_type}: {leaf}"
+    elif isinstance(leaf, OutcomeException):
+        text = str(leaf)
+    else:
+        text = f"{type(leaf).__name__}: {leaf}"
     notes = [n for n in getattr(leaf, "__notes__", []) or [] if isinstance(n, str) and n.startswith("Falsifying")]
     if notes:
         text += "\n" + notes[0]

@@ -98,8 +98,8 @@ def resolve(choice: Sandbox | str) -> tuple[Sandbox, str | None]:
     problem = bwrap_problem()
     if problem is None:
         return Sandbox.BWRAP, None
-    if choice is Sandbox.BWRAP:
-        raise RuntimeError(f"--sandbox bwrap: {problem}")
+    if choice is Sandbox.BWRAP or os.environ.get("LMSPEC_REQUIRE_BWRAP"):
+        raise RuntimeError(f"--sandbox {choice}: {problem} (LMSPEC_REQUIRE_BWRAP or --sandbox bwrap)")
     return Sandbox.NONE, f"NOT SANDBOXED: {problem}; the submission ran with this user's rights (--sandbox auto)"
 
 
