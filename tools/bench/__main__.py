@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench import bpe, encode, suite, train
+from tools.bench import bpe, encode, grading, suite, train
 from tools.bench.common import load_1min, machine_info
 
-SECTIONS = ("bpe", "encode", "train", "suite")
+SECTIONS = ("bpe", "encode", "train", "suite", "grading")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -72,9 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "train":
             result = train.run(out, quick=args.quick, log=log, profile=args.profile)
             title, table = "3. Training step", train.tables(result)
-        else:
+        elif section == "suite":
             result = suite.run(quick=args.quick, log=log, repeats=args.suite_repeats)
             title, table = "4. The suite", suite.tables(result)
+        else:
+            result = grading.run(quick=args.quick, log=log)
+            title, table = "5. The judge and its sandboxed worker", grading.tables(result)
         result["section_wall_s"] = time.perf_counter() - t0
         report["sections"][section] = result
         markdown.append(f"## {title} ({result['section_wall_s']:.0f} s)\n\n{table}\n")

@@ -1,0 +1,158 @@
+"""Benchmark 5: the cost of the trusted judge and its sandboxed worker.
+
+- **per-call overhead**: one small adapter call (``run_silu`` on a 2×5
+  tensor, then ``run_transformer_lm`` on a tiny model) made directly in this
+  process, through the proxy in this process (``--in-process``: the same
+  encoding, no pipe), through a worker without a sandbox, and through a
+  bubblewrap worker; median of repeated calls after a warm-up;
+- **worker start-up**: seconds from spawning a worker (reference adapter) to
+  its ready report, bubblewrap and none;
+- **grading**: ``python -m tools.grade`` wall time on the reference, on a
+  typical failing submission (tests/mutants/nn_rope_half_split.py, built on
+  the reference) and on a submission whose run_softmax hangs
+  (tests/hostile/hang.py, default --timeout-per-call 60): the hang's cost is
+  its wall time minus the reference's.
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env
+
+
+def _median_call_s(fn: Any, args: tuple, repeats: int) -> float:
+    fn(*args)  # warm-up: lazy imports, caches
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def per_call(repeats: int) -> dict[str, Any]:
+    import torch
+
+    import reference.adapter as direct
+    from conformance.calls import LM_ARGS, lm_weights
+    from conformance.proxy import Implementation
+    from conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+
+    x = torch.randn(2, 5)
+    ids = torch.randint(0, LM_ARGS["vocab_size"], (2, LM_ARGS["context_length"]))
+    weights = lm_weights()
+    cases = {
+        "run_silu (2x5)": ("run_silu", (x,)),
+        "run_transformer_lm (tiny, 2x4 ids)": ("run_transformer_lm", (*LM_ARGS.values(), weights, ids)),
+    }
+    modes: dict[str, Any] = {"direct (no proxy)": None, "proxy, in-process": "in", "worker, no sandbox": Sandbox.NONE}
+    if bwrap_problem() is None:
+        modes["worker, bubblewrap"] = Sandbox.BWRAP
+    out: dict[str, Any] = {}
+    for mode, sandbox in modes.items():
+        impl = None
+        if sandbox is not None:
+            spec = WorkerSpec("reference.adapter", None, sandbox=Sandbox.NONE if sandbox == "in" else sandbox)
+            spec = WorkerSpec(spec.adapter, None, sandbox=spec.sandbox, allow_reference=True)
+            impl = Implementation(spec, in_process=sandbox == "in")
+        for label, (name, args) in cases.items():
+            fn = getattr(direct, name) if impl is None else impl.function(name)
+            out.setdefault(label, {})[mode] = _median_call_s(fn, args, repeats)
+        if impl is not None:
+            impl.close()
+    return out
+
+
+def startup(repeats: int) -> dict[str, Any]:
+    from conformance.proxy import Implementation
+    from conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+
+    out: dict[str, Any] = {}
+    for sandbox in (Sandbox.NONE, Sandbox.BWRAP):
+        if sandbox is Sandbox.BWRAP and bwrap_problem() is not None:
+            continue
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            impl = Implementation(WorkerSpec("reference.adapter", None, sandbox=sandbox, allow_reference=True))
+            times.append(time.perf_counter() - t0)
+            impl.close()
+        out[str(sandbox)] = statistics.median(times)
+    return out
+
+
+GRADINGS = (
+    ("reference", ()),
+    (
+        "failing submission (RoPE half-split mutant)",
+        ("--adapter", "tests/mutants/nn_rope_half_split.py", "--allow-reference"),
+    ),
+    ("run_softmax hangs (default --timeout-per-call 60)", ("--adapter", "tests/hostile/hang.py", "--allow-reference")),
+)
+
+
+def gradings(quick: bool, log: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, args in GRADINGS[:1] if quick else GRADINGS:
+            extra = ("--spec", "2.linear") if quick else ()
+            log(f"grading: {label}")
+            load = load_1min()
+            t0 = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "tools.grade", "--out", f"{tmp}/g", "--quiet", *args, *extra],
+                cwd=REPO,
+                env=subprocess_env(),
+                capture_output=True,
+                timeout=3600,
+            )
+            wall = time.perf_counter() - t0
+            data = json.loads(Path(f"{tmp}/g/results.json").read_text())
+            out[label] = {
+                "wall_s": wall,
+                "score": f"{data['score']}/{data['max_score']}",
+                "tests": sum(len(i["tests"]) + len((i.get("strict") or {}).get("tests", [])) for i in data["items"]),
+                "load": (load, load_1min()),
+            }
+    return out
+
+
+def run(*, quick: bool, log: Any) -> dict[str, Any]:
+    log("grading: per-call overhead")
+    calls = per_call(20 if quick else 300)
+    log("grading: worker start-up")
+    starts = startup(1 if quick else 5)
+    return {"per_call_s": calls, "startup_s": starts, "gradings": gradings(quick, log)}
+
+
+def tables(result: dict[str, Any]) -> str:
+    calls = result["per_call_s"]
+    modes = list(next(iter(calls.values())))
+    rows = [[label, *(f"{calls[label][m] * 1e3:.3f}" for m in modes)] for label in calls]
+    text = "Per call, median, milliseconds:\n\n" + markdown_table(["call", *modes], rows)
+    text += "\n\nWorker start-up (reference adapter, to its ready report), median: " + ", ".join(
+        f"{k} {v:.2f} s" for k, v in result["startup_s"].items()
+    )
+    rows = []
+    reference = None
+    for label, g in result["gradings"].items():
+        reference = reference if reference is not None else g["wall_s"]
+        extra = g["wall_s"] - reference
+        rows.append(
+            [
+                label,
+                fmt_s(g["wall_s"]),
+                f"{extra:+.1f} s",
+                g["score"],
+                str(g["tests"]),
+                "{:.1f}->{:.1f}".format(*g["load"]),
+            ]
+        )
+    text += "\n\n" + markdown_table(["grading", "wall", "vs reference", "score", "tests", "load"], rows)
+    return text
