@@ -12,6 +12,9 @@ Options (README "Running the suite directly"):
   --timeout-per-call S       a call without an answer after S seconds kills the
                              worker; that function is not called again (60)
   --memory-limit GB          address-space limit of the worker (4; 0 = none)
+  --python PATH              the worker's interpreter (default: this one)
+  --fixtures-dir DIR         the official oracle files (conformance/fixtures.py
+                             says where they are looked for otherwise)
   --spec IDS                 only tests of these spec ids (comma separated,
                              prefix match on dots: "2" = all of section 2)
   --device cpu|cuda|all|auto devices for numeric tests (default auto)
@@ -24,6 +27,7 @@ Hypothesis profiles: dev (default), ci (default when CI is set), thorough.
 """
 
 import os
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -41,6 +45,7 @@ from conformance.adapter import (
     looks_like_path,
     submission_root,
 )
+from conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, default_sources
 from conformance.proxy import Implementation
 from conformance.sandbox import Sandbox, WorkerSpec, resolve
 from conformance.spec_items import BY_ID, ITEMS, matches
@@ -72,6 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--startup-timeout", type=float, default=120.0, help="seconds importing the adapter may take (120)")
     g.addoption("--memory-limit", type=float, default=4.0, help="worker address space in GB (4; 0: none)")
     g.addoption("--allow-reference", action="store_true", help="lmspec's own meta-test adapters: reference visible")
+    g.addoption("--python", default=None, help="interpreter of the worker (default: this one)")
+    g.addoption("--fixtures-dir", default=None, help="folder with the official CS336 fixture files")
     g.addoption("--spec", default=None, help="comma-separated spec ids to run (prefix match)")
     g.addoption(
         "--device",
@@ -110,6 +117,7 @@ class _Target:
         self.spec = WorkerSpec(
             adapter=self.adapter,
             root=self.root,
+            python=config.getoption("python") or sys.executable,
             sandbox=sandbox,
             memory_gb=memory,
             threads=threads,
@@ -171,6 +179,9 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         config._lmspec_session_dir = tempfile.mkdtemp(prefix="lmspec-session-")  # type: ignore[attr-defined]
     config._lmspec_target = _Target(config)  # type: ignore[attr-defined]
+    config._lmspec_fixtures = FixtureSet(  # type: ignore[attr-defined]
+        default_sources(config.getoption("fixtures_dir"), config._lmspec_target.root, REPO_ROOT)  # type: ignore[attr-defined]
+    )
     report.configure(config)
 
 
@@ -266,16 +277,32 @@ def _skip_unavailable_cuda(request: pytest.FixtureRequest) -> None:
         pytest.skip("cuda requested (--device) but torch.cuda.is_available() is False")
 
 
+class _Fixtures:
+    """``fixtures_dir / name``: the verified path of an official oracle file;
+    a missing one skips the test (fails it when LMSPEC_REQUIRE_FIXTURES is
+    set), a refused one (not the official bytes) fails it."""
+
+    def __init__(self, files: FixtureSet):
+        self.files = files
+
+    def __truediv__(self, name: str) -> Path:
+        __tracebackhide__ = True
+        try:
+            return self.files.path(name)
+        except FixtureRefused as exc:
+            pytest.fail(str(exc), pytrace=False)
+        except FixtureMissing as exc:
+            if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
+                pytest.fail(f"{exc}; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
+            pytest.skip(str(exc))
+        raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    """shared/fixtures (env LMSPEC_FIXTURES, default ../shared/fixtures)."""
-    path = Path(os.environ.get("LMSPEC_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
-    if not (path / "corpus.en").is_file():
-        reason = f"oracle fixtures not found at {path} (set LMSPEC_FIXTURES to shared/fixtures)"
-        if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
-            pytest.fail(reason + "; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
-        pytest.skip(reason)
-    return path
+def fixtures_dir(pytestconfig: pytest.Config) -> _Fixtures:
+    """The official oracle files (conformance/fixtures.py: --fixtures,
+    LMSPEC_FIXTURES, the graded repository's tests/fixtures, ../shared/fixtures)."""
+    return _Fixtures(pytestconfig._lmspec_fixtures)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(params=["float32", "bfloat16"], scope="session")

@@ -77,6 +77,13 @@ def record_findings(config: pytest.Config, target: Any) -> None:
     (_session_dir(config) / f"findings-{_process_tag(config)}.json").write_text(json.dumps(sorted(set(findings))))
 
 
+def record_fixtures(config: pytest.Config) -> None:
+    """Which oracle files this judge process used, from where; refused and missing ones."""
+    files = getattr(config, "_lmspec_fixtures", None)
+    if files is not None:
+        (_session_dir(config) / f"fixtures-{_process_tag(config)}.json").write_text(json.dumps(files.report()))
+
+
 def _lmspec_file(path: str, target: Any) -> bool:
     allowed = target.spec.allow_reference
     if path.startswith("/opt/lmspec-base/"):
@@ -232,6 +239,7 @@ class _Hooks:
         target = getattr(config, "_lmspec_target", None)
         if target is not None and target.impl is not None:
             record_findings(config, target)
+        record_fixtures(config)
         path = config.getoption("lmspec_report")
         if self.progress is not None:
             self.progress.close()
@@ -260,6 +268,11 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
     faults_file = folder / "faults.jsonl"
     faults = [json.loads(x) for x in faults_file.read_text().splitlines() if x.strip()] if faults_file.exists() else []
     functions = set(ready.get("functions") or [])
+    fixtures: dict[str, Any] = {"used": {}, "refused": [], "missing": []}
+    for part in _read_all(folder, "fixtures"):
+        fixtures["used"].update(part.get("used") or {})
+        fixtures["refused"] += [r for r in part.get("refused") or [] if r not in fixtures["refused"]]
+        fixtures["missing"] += [m for m in part.get("missing") or [] if m not in fixtures["missing"]]
     payload: dict[str, Any] = {
         "schema": SCHEMA,
         "adapter": target.label,
@@ -273,6 +286,7 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "import_error": ready.get("error"),
         "start_error": start_error,
         "compromised": findings,
+        "fixtures": fixtures,
         "faults": faults,
         "missing_core": [n for n in CORE_FUNCTIONS if n not in functions] if ready else list(CORE_FUNCTIONS),
         "missing_extended": [n for n in EXTENDED_FUNCTIONS if n not in functions]
