@@ -130,20 +130,25 @@ def environment(spec: WorkerSpec, home: str) -> dict[str, str]:
 
 @functools.cache
 def _interpreter_dirs(python: str) -> tuple[str, ...]:
-    """Folders the interpreter needs: its prefixes and its sys.path entries
-    under them (an editable install's path into lmspec's checkout is not one)."""
+    """Folders the interpreter needs: its prefixes and every folder on its
+    sys.path (a per-submission venv's .pth adds the grader's site-packages),
+    but never lmspec's own sources (an editable install's path into the
+    checkout): those stay out of the sandbox."""
     code = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path]))"
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
         prefix, base, exec_prefix, paths = sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path
     else:
         out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
         prefix, base, exec_prefix, paths = json.loads(out.stdout)
-    prefixes = {os.path.realpath(p) for p in (prefix, base, exec_prefix)}
-    dirs = set(prefixes)
-    for entry in paths:
-        real = os.path.realpath(entry) if entry else ""
-        if real and os.path.isdir(real) and any(real == p or real.startswith(p + os.sep) for p in prefixes):
-            dirs.add(real)
+    own = [str(REPO / d) for d in ("conformance", "reference", "tools", "tests", "snapshots", "docs", "lmspec")]
+    dirs = set()
+    for entry in (prefix, base, exec_prefix, *paths):
+        real = os.path.realpath(entry) if entry and os.path.isabs(entry) else ""
+        if not real or not os.path.isdir(real) or real == str(REPO):
+            continue
+        if any(real == o or real.startswith(o + os.sep) for o in own):
+            continue
+        dirs.add(real)
     # the interpreter binary may be a symlink into another prefix (venvs)
     exe = os.path.realpath(python)
     dirs.add(os.path.dirname(os.path.dirname(exe)))

@@ -276,3 +276,145 @@ def test_small_suite_formats_and_batch(tmp_path: Path) -> None:
     assert junit.tag == "testsuites" and int(junit.get("tests")) == 11
     gs = json.loads((out / "bob" / "gradescope_results.json").read_text())
     assert {t["number"] for t in gs["tests"]} >= {"2.softmax", "2.linear"} and gs["score"] == 0
+
+
+# --- real repositories: their own needs --------------------------------------------------------
+def _copy_checkout(dest: Path) -> Path:
+    """lmspec's checkout as a fresh clone would have it (tracked and new files),
+    with nothing beside it: no ../shared/fixtures."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for rel in listed:
+        source = REPO / rel
+        if source.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / rel)
+    return dest
+
+
+@pytest.mark.slow
+def test_declared_dependency_needs_an_environment_of_its_own(tmp_path: Path) -> None:
+    """A repository declaring a dependency the grader lacks (heapdict): with
+    --env none it does not import (the module named); with --env auto it gets
+    a cached environment with it, on the grader's torch, and passes."""
+    repo = tmp_path / "dep-repo"
+    shutil.copytree(REPO / "tests" / "fixture_repos" / "needs_dependency", repo)
+    adapter = str(repo / "tests" / "adapters.py")
+    rc, output, _ = run_grader(tmp_path / "none", "--adapter", adapter, "--spec", "2.silu,2.softmax", "--jobs", "1")
+    data = json.loads((tmp_path / "none" / "results.json").read_text())
+    assert rc == 1 and "No module named 'heapdict'" in (data["error"] or ""), output
+    cache = tmp_path / "envs"
+    args = (
+        "--adapter",
+        adapter,
+        "--spec",
+        "2.silu,2.softmax",
+        "--jobs",
+        "1",
+        "--env",
+        "auto",
+        "--env-cache",
+        str(cache),
+    )
+    rc, output, _ = run_grader(tmp_path / "auto", *args)
+    data = json.loads((tmp_path / "auto" / "results.json").read_text())
+    assert rc == 0 and data["score"] == data["max_score"] > 0, output
+    environment = data["implementation"]["environment"]
+    assert environment["installed"] == ["heapdict>=1.0.1"], environment
+    assert any(n.startswith("torch~=2.6.0: graded with the grader's torch") for n in environment["notes"]), environment
+    rc, output, _ = run_grader(tmp_path / "again", *args)
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert rc == 0 and again["implementation"]["environment"].get("cached") is True, output
+
+
+@pytest.mark.slow
+def test_newer_python_requirement_is_one_clear_error(tmp_path: Path) -> None:
+    """A 2026 checkout needs Python 3.12: one message saying so and what to
+    pass (exit 2, not a score of failures); an interpreter without torch is
+    named as such."""
+    repo = tmp_path / "cs336-2026"
+    shutil.copytree(REPO / "tests" / "fixture_repos" / "cs336_2026", repo)
+    adapter = str(repo / "tests" / "adapters.py")
+    rc, output, _ = run_grader(tmp_path / "a", "--adapter", adapter, "--spec", "2.silu")
+    assert rc == 2, output
+    assert "requires Python >=3.12" in output and "--python" in output, output
+    assert not (tmp_path / "a" / "results.json").exists()
+    bare = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    student = tmp_path / "cs336"
+    shutil.copytree(STUDENT_REPO, student)
+    rc, output, _ = run_grader(
+        tmp_path / "b", "--adapter", str(student / "tests" / "adapters.py"), "--python", str(bare)
+    )
+    assert rc == 2 and "lacks torch" in output, output
+
+
+@pytest.mark.slow
+def test_fresh_clone_grades_a_repository_with_its_own_fixtures(tmp_path: Path) -> None:
+    """A clone of lmspec with nothing beside it grades a CS336-style
+    repository whose tests/fixtures hold the official files: no oracle test
+    skipped, every file taken from the repository and verified; the handout
+    edition recorded. A file changed in the repository is refused by name."""
+    if not (REPO.parent / "shared" / "fixtures" / "corpus.en").is_file():
+        pytest.skip("needs the official fixture files (../shared/fixtures) to plant in the repository")
+    clone = _copy_checkout(tmp_path / "lmspec")
+    repo = tmp_path / "alice"
+    shutil.copytree(STUDENT_REPO, repo)
+    shared = REPO.parent / "shared" / "fixtures"
+    (repo / "tests" / "fixtures").mkdir()
+    (repo / "tests" / "_snapshots").mkdir()
+    for path in shared.iterdir():
+        if path.suffix != ".md" and not path.name.startswith("official_adamw"):
+            shutil.copy2(path, repo / "tests" / "fixtures" / path.name)
+    shutil.copy2(shared / "official_adamw_expected.npz", repo / "tests" / "_snapshots" / "test_adamw.npz")
+    env = {k: v for k, v in os.environ.items() if k not in ("LMSPEC_FIXTURES", "LMSPEC_ADAPTER")}
+    env["PYTHONPATH"] = str(clone)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.grade",
+            "--adapter",
+            str(repo / "tests" / "adapters.py"),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+        ],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    skipped = [t["nodeid"] for i in data["items"] for t in i["tests"] if t["outcome"] == "skipped"]
+    assert proc.returncode == 0 and data["score"] == 62, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not skipped, skipped
+    fixtures = data["implementation"]["fixtures"]
+    assert fixtures["used"] and {u["source"] for u in fixtures["used"].values()} == {"the graded repository"}, fixtures
+    assert data["implementation"]["repository"]["handout"]["edition"] == "2025"
+    (repo / "tests" / "fixtures" / "corpus.en").write_text("my own corpus\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.grade",
+            "--adapter",
+            str(repo / "tests" / "adapters.py"),
+            "--spec",
+            "1.2.train_bpe",
+            "--out",
+            str(tmp_path / "tampered"),
+            "--quiet",
+        ],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    data = json.loads((tmp_path / "tampered" / "results.json").read_text())
+    item = next(i for i in data["items"] if i["id"] == "1.2.train_bpe")
+    assert item["status"] in ("fail", "error") and "oracle file corpus.en refused" in item["explanation"], item
+
+    assert any("corpus.en" in r for r in data["implementation"]["fixtures"]["refused"])

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from tools.grade.grading import grade
+from tools.grade.grading import NotGraded, grade
 from tools.grade.judge import JudgeOptions
 from tools.grade.results import GradeReport
 
@@ -99,6 +99,8 @@ def grade_batch(
             return _row(sub.name, None, None, f"no {' or '.join(ADAPTER_CANDIDATES)} found", 0.0)
         try:
             report = grade(str(adapter), out=out / sub.name, options=options, **grade_options)
+        except NotGraded as exc:
+            return _row(sub.name, None, adapter, f"not graded: {exc}", time.monotonic() - t0)
         except Exception as exc:  # one broken submission never stops the batch
             error = f"grader error: {type(exc).__name__}: {exc}"
             return _row(sub.name, None, adapter, error, time.monotonic() - t0)

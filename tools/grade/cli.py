@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conformance.spec_items import ITEMS
 from tools.grade.batch import grade_batch
-from tools.grade.grading import grade
+from tools.grade.grading import NotGraded, grade
 from tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
 from tools.grade.points import PointsFileError, PointsTable, load_points
 from tools.grade.report import render_table
@@ -118,6 +118,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="make lmspec's reference importable by the submission (lmspec's own mutants and variants "
         "build on it); never for grading students",
     )
+    p.add_argument(
+        "--env",
+        default="none",
+        choices=["none", "auto"],
+        help="auto: give each submission an environment of its own with its declared dependencies "
+        "(reusing the grader's torch; cached); none: the grader's environment as it is",
+    )
+    p.add_argument("--env-cache", default=None, metavar="DIR", help="where --env auto keeps environments")
+    p.add_argument("--python", default=None, metavar="PATH", help="the interpreter that runs the submission")
+    p.add_argument(
+        "--fixtures",
+        default=None,
+        metavar="DIR",
+        help="the official CS336 fixture files (else LMSPEC_FIXTURES, the graded repository's "
+        "tests/fixtures, ../shared/fixtures)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress display and no table")
     return p
 
@@ -209,6 +225,8 @@ def _options(args: argparse.Namespace, jobs: int) -> JudgeOptions:
         spec=args.spec,
         suite=tuple(args.suite) if args.suite else DEFAULT_SUITE,
         allow_reference=args.allow_reference,
+        python=args.python,
+        fixtures=args.fixtures,
     )
 
 
@@ -233,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 formats=tuple(f for f in formats if f != "table"),
                 points=points,
                 fail_under=args.fail_under,
+                env=args.env,
+                env_cache=args.env_cache,
             )
         adapter = args.adapter or "reference.adapter"
         jobs = args.jobs or min(cores, 4)
@@ -246,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress=display,
                 points=points,
                 fail_under=args.fail_under,
+                env=args.env,
+                env_cache=args.env_cache,
             )
         finally:
             display.close()
@@ -253,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
             print(render_table(report, color=sys.stdout.isatty()))
             print(f"  results: {Path(args.out) / 'results.json'}")
         return 0 if report.passed else 1
+    except NotGraded as exc:
+        print(f"{parser.prog}: not graded: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("grader interrupted", file=sys.stderr)
         return 2

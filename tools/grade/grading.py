@@ -2,16 +2,21 @@
 (tools.grade.judge), score its report (tools.grade.results) and write the
 report files (tools.grade.report)."""
 
+import dataclasses
 import datetime as _dt
 import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 from conformance.adapter import DEFAULT_ADAPTER, looks_like_path, submission_root
+from tools.grade import envs
 from tools.grade.files import diff_digests, tree_digest, verify_manifest
 from tools.grade.judge import JudgeOptions, run_judge
 from tools.grade.points import PointsTable
 from tools.grade.report import write_gradescope, write_json, write_junit
+from tools.grade.repository import inspect, python_problem
 from tools.grade.results import GradeReport, build_report
 
 
@@ -27,6 +32,42 @@ def implementation_name(adapter: str) -> str:
     return adapter
 
 
+class NotGraded(RuntimeError):
+    """The submission cannot be graded as the grader is set up (a Python it
+    does not run on, an environment that cannot be built): exit status 2."""
+
+
+def worker_environment(adapter: str, options: JudgeOptions, env: str, cache: str | None, log: Any = None):
+    """The worker's interpreter for this submission and what the grader knows
+    of its repository; raises NotGraded with what to do."""
+    if not looks_like_path(adapter) or not Path(adapter).exists():
+        return options, None, None
+    repo = inspect(submission_root(Path(adapter)))
+    python = options.python or sys.executable
+    version = platform.python_version() if python == sys.executable else None
+    try:
+        if env == "auto":
+            built = envs.prepare(repo, python, envs.cache_root(cache), log)
+            problem = python_problem(repo, built.report["python_version"], python)
+            if problem:
+                raise NotGraded(problem)
+            return dataclasses.replace(options, python=built.python), repo, built.report
+        if version is None:
+            found = envs.probe(python)
+            if found["missing"]:
+                raise NotGraded(
+                    f"--python {python} (Python {found['version']}) lacks {', '.join(found['missing'])}, which "
+                    "lmspec's worker needs there; install them in that interpreter, or use --env auto"
+                )
+            version = found["version"]
+    except envs.EnvError as exc:
+        raise NotGraded(str(exc)) from exc
+    problem = python_problem(repo, version, python)
+    if problem:
+        raise NotGraded(problem)
+    return options, repo, None
+
+
 def grade(
     adapter: str,
     *,
@@ -36,6 +77,8 @@ def grade(
     fail_under: float | None = None,
     formats: tuple[str, ...] = ("json", "junit", "gradescope"),
     progress: Any = None,
+    env: str = "none",
+    env_cache: str | None = None,
 ) -> GradeReport:
     """Grade one implementation and write the chosen files to ``out``."""
     points = points or PointsTable()
@@ -44,6 +87,7 @@ def grade(
     digest_before = tree_digest()
     manifest_before = verify_manifest() or []
     target = resolve_target(adapter)
+    options, repo, env_report = worker_environment(target, options, env, env_cache)
     run = run_judge(target, options, out / "logs", progress)
     manifest_after = verify_manifest() or []
     # Under bubblewrap the submission cannot see the suite's files at all;
@@ -69,6 +113,8 @@ def grade(
         "hypothesis_profile": options.profile,
         "device": options.device,
         "sandbox": options.sandbox,
+        "env": env,
+        "python": options.python or sys.executable,
         "suite": [os.path.relpath(s) for s in options.suite],
         "fail_under": fail_under,
         "partial_credit": points.partial_credit,
@@ -86,6 +132,9 @@ def grade(
         run_error=run.problem,
         fail_under=fail_under,
     )
+    report.implementation["repository"] = repo.to_json() if repo is not None else None
+    report.implementation["environment"] = env_report
+    report.implementation["fixtures"] = (run.report or {}).get("fixtures")
     if "json" in formats:
         write_json(report, out / "results.json")
     if "junit" in formats:

@@ -40,6 +40,8 @@ class JudgeOptions:
     spec: str | None = None
     suite: tuple[str, ...] = DEFAULT_SUITE
     allow_reference: bool = False
+    python: str | None = None  # the worker's interpreter (a per-submission environment's)
+    fixtures: str | None = None  # --fixtures: the official oracle files
     extra_args: tuple[str, ...] = field(default=())
 
 
@@ -105,6 +107,10 @@ def judge_command(target: str, options: JudgeOptions, report: Path, progress: Pa
         args += ["--spec", options.spec]
     if options.allow_reference:
         args += ["--allow-reference"]
+    if options.python:
+        args += ["--python", options.python]
+    if options.fixtures:
+        args += ["--fixtures-dir", options.fixtures]
     if options.jobs > 1:
         args += ["-n", str(options.jobs)]
     return [*args, *options.extra_args]
