@@ -150,7 +150,7 @@ def _nonfinite_causes(got: torch.Tensor, logits: torch.Tensor, targets: torch.Te
     }
     g = float(got)
     causes = [c for c, v in candidates.items() if (math.isnan(g) and bool(v.isnan())) or g == float(v)]
-    return "".join(f"\n  likely cause: {c}" for c in causes)
+    return ("; likely cause: " + "; or: ".join(causes)) if causes else ""
 
 
 def _check_cross_entropy_large(run_cross_entropy, device, lead):

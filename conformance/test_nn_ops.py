@@ -341,7 +341,7 @@ def _check_softmax_huge(run_softmax, device, transform, case, dtype):
     if not bool(finite.all()):
         naive = oracle.softmax(big, dim, naive=True)
         cause = (
-            "\n  likely cause: no max subtraction before exp (exp overflows or underflows to 0/0)"
+            "; likely cause: no max subtraction before exp (exp overflows or underflows to 0/0)"
             if finite.shape == naive.shape and torch.equal(finite, naive.isfinite())
             else ""
         )
