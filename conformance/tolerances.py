@@ -22,7 +22,7 @@ class Tolerance(NamedTuple):
 EXACT = Tolerance(0.0, 0.0, "no arithmetic: must be bit-exact")
 
 
-# --- SPEC §3 training and §4 generation (test_loss_optim.py,
+# --- SPEC §3 training and §4 generation (test_loss_optim.py, test_adamw.py,
 # test_data_checkpoint.py, test_generation.py). "measured": worst error of
 # correct float32 variants (explicit max-subtraction, torch.logsumexp,
 # F.cross_entropy; torch.softmax; float32 norm accumulators...) against the
