@@ -13,6 +13,9 @@ MUTANT = {
     "spec": "2.mha",
     "bug": "token_positions=None skips RoPE instead of using 0..seq-1",
     "run": ["2.mha"],
+    "strict_only": (
+        "the handout leaves token_positions=None undefined: defaulting to 0..seq-1 is a STRICT rule (SPEC §2)"
+    ),
 }
 
 
