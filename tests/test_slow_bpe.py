@@ -14,12 +14,21 @@ from conformance import slow_bpe
 from conformance.oracles.tokenizer import (
     EOT,
     EncodeOracle,
+    encode_iterable_memory_hint,
     gpt2_printable_to_byte,
     gpt2_tokenizer_files,
+    memory_stream_lines,
     official_corpus_en_output,
     printable_to_bytes,
 )
-from conformance.strategies.tokenizer import SMALL_ALPHABET, bpe_corpora, chunkings, tokenizer_text
+from conformance.strategies.tokenizer import (
+    SMALL_ALPHABET,
+    bpe_corpora,
+    chunkings,
+    file_lines,
+    lined_texts,
+    tokenizer_text,
+)
 
 FIXTURES = Path(os.environ.get("LMSPEC_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 needs_fixtures = pytest.mark.skipif(not (FIXTURES / "corpus.en").is_file(), reason=f"no fixtures at {FIXTURES}")
@@ -86,6 +95,85 @@ def test_describe_merge_mismatch_names_vocab_size_miscount():
     one_too_many = slow_bpe.train_from_pretokens(pretokens, 4)  # 260 - 256: forgot the special
     message = slow_bpe.describe_merge_mismatch(one_too_many, text, 260, [EOT])
     assert message is not None and "special tokens not counted in vocab_size" in message
+
+
+def test_describe_merge_mismatch_vocab_size_hints_are_computed():
+    """The vocab_size hints appear only when the merges are exactly what that
+    miscount gives: a correct count that trains on past the last pair is
+    told it merged a pair that does not occur, not that it miscounted."""
+    text = "ab ab ab cd cd ef<|endoftext|>"
+    good = slow_bpe.train_bpe(text, 260, [EOT]).merges
+    too_few = slow_bpe.describe_merge_mismatch(good[:2], text, 260, [EOT])
+    assert too_few is not None and "subtracted twice" in too_few and "off by one" in too_few  # k = 1: either
+    short = "ab ab<|endoftext|>"  # one merge possible: training stops early
+    stopped = slow_bpe.train_bpe(short, 262, [EOT]).merges
+    garbage = [*stopped, (b"b", b"a")]  # one more, of a pair that occurs nowhere
+    message = slow_bpe.describe_merge_mismatch(garbage, short, 262, [EOT])
+    assert message is not None and "occurs nowhere" in message and "not counted in vocab_size" not in message
+    early = slow_bpe.describe_merge_mismatch(good[:1], text, 261, [EOT])
+    assert early is not None and "stopped after 1 merges" in early and "vocab_size (" not in early
+
+
+def test_memory_hint_names_what_memory_scales_with():
+    """encode_iterable_memory_hint tells the causes apart from measurements
+    (KiB as a function of stream length and kind), never from the size alone."""
+
+    def hint(growth):
+        return encode_iterable_memory_hint(
+            growth, stream_chars=2_000_000, observed_kib=growth(2_000_000, True), bound_kib=1024
+        )
+
+    def kept(chars, fresh):  # the stream or its ids kept
+        return 4.5 * chars / 2000
+
+    def unbounded(chars, fresh):  # a cache of every pre-token
+        return 6.5 * chars / 2000 if fresh else 30
+
+    def lru(chars, fresh):  # a bounded cache, full before half the stream
+        return 4000 if fresh else 30
+
+    def buffer(chars, fresh):  # a big fixed buffer
+        return 6500
+
+    assert "proportional to the stream is kept" in hint(kept)
+    assert "keeps every distinct pre-token" in hint(unbounded)
+    assert "bounded pre-token cache" in hint(lru) and "keeps every" not in hint(lru)
+    assert "fixed-size buffer" in hint(buffer)
+
+
+def test_memory_stream_lines_sizes_and_kinds():
+    fresh = list(memory_stream_lines(20_000))
+    repeated = list(memory_stream_lines(20_000, fresh=False))
+    assert 20_000 <= sum(map(len, fresh)) < 21_000 and 20_000 <= sum(map(len, repeated)) < 21_000
+    assert len(set(line.split(" ", 1)[0] for line in fresh)) == len(fresh)  # a new number each line
+    assert len(set(repeated)) < len(repeated) / 2
+
+
+def test_file_lines_cut_like_a_file_handle(tmp_path):
+    text = "a\n\n  b \n\n\nc<|endoftext|>\n \n"
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8", newline="")
+    with open(path, encoding="utf-8") as f:
+        assert file_lines(text) == list(f)
+    assert file_lines("") == [] and file_lines("x") == ["x"]
+
+
+@settings(max_examples=30)
+@given(lt=lined_texts(specials=(EOT,)))
+def test_lined_texts_are_their_lines(lt):
+    assert "".join(lt.lines) == lt.text and "\r" not in lt.text
+    assert all(line.endswith("\n") for line in lt.lines[:-1]) and all(lt.lines)
+
+
+def test_oracle_adopts_the_implementations_id_for_an_added_special():
+    """The id of a special token absent from the vocab is the implementation's
+    choice: the oracle takes it when it is one unused id, not otherwise."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    oracle = EncodeOracle(vocab, [], ["<|a|>", "<|b|>"])
+    assert oracle.special_ids == {"<|a|>": 256, "<|b|>": 257}
+    oracle.adopt_special_ids({"<|a|>": [900], "<|b|>": [7]}.__getitem__)  # 7 is the byte b"\x07"
+    assert oracle.special_ids["<|a|>"] == 900 and oracle.special_ids["<|b|>"] not in (7, 900)
+    assert oracle.encode("x<|a|>") == [ord("x"), 900]
 
 
 @needs_fixtures

@@ -13,6 +13,13 @@ implementation under test.
   The two agree on every vocabulary a real trainer makes; they can differ on
   degenerate ones (two merges yielding the same bytes), where the spec's two
   sentences disagree, so tests accept either.
+- Which id a special token absent from the vocabulary gets is the
+  implementation's choice (the handout says "append"; MUST is only "one id not
+  otherwise used"): :meth:`EncodeOracle.adopt_special_ids` takes it from the
+  implementation when it is such an id, so no encode test assumes an id order.
+- :func:`encode_iterable_memory_hint`: the likely cause of a failed memory
+  check, computed from measurements at two stream lengths and two kinds of
+  stream, never guessed.
 
 Nothing here imports ``reference``.
 """
@@ -20,7 +27,8 @@ Nothing here imports ``reference``.
 import functools
 import itertools
 import json
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import regex
@@ -90,20 +98,43 @@ def official_corpus_en_output(fixtures_dir: Path) -> tuple[dict[int, bytes], lis
 
 
 # --- encode oracle -------------------------------------------------------------
-def special_token_ids(vocab: dict[int, bytes], special_tokens: Sequence[str]) -> dict[str, int]:
-    """SPEC §1.3: a special token keeps its id when its bytes are in ``vocab``,
-    otherwise it gets the next free id (in list order)."""
+def special_token_ids(
+    vocab: dict[int, bytes], special_tokens: Sequence[str], chosen: dict[str, int] | None = None
+) -> dict[str, int]:
+    """SPEC §1.3: a special token keeps its id when its bytes are in ``vocab``;
+    an absent one gets the id in ``chosen`` (the implementation's choice), else
+    the next free id (in list order, skipping chosen ones)."""
     inverse = {v: k for k, v in sorted(vocab.items(), reverse=True)}  # smallest id wins
+    chosen = chosen or {}
     ids: dict[str, int] = {}
-    nxt = max(vocab, default=-1) + 1
+    taken = set(vocab) | set(chosen.values())
+    nxt = max(taken, default=-1) + 1
     for s in dict.fromkeys(special_tokens):
         b = s.encode("utf-8")
         if b in inverse:
             ids[s] = inverse[b]
+        elif s in chosen:
+            ids[s] = chosen[s]
         else:
             ids[s] = nxt
             nxt += 1
     return ids
+
+
+def absent_specials(vocab: dict[int, bytes], special_tokens: Sequence[str]) -> list[str]:
+    """The special tokens whose bytes are not a value of ``vocab`` (deduplicated, in order)."""
+    values = set(vocab.values())
+    return [s for s in dict.fromkeys(special_tokens) if s.encode("utf-8") not in values]
+
+
+def as_id(x: object) -> int | None:
+    """``x`` as a plain int when it is an integer (numpy/torch scalars included), else None."""
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 _TIKTOKEN_CACHE: dict[int, tuple[Sequence[Pair], tiktoken.Encoding]] = {}
@@ -162,13 +193,41 @@ class EncodeOracle:
         self._merges_arg = merges  # the caller's object: key of the tiktoken cache
         self.merges = list(merges)
         self.special_tokens = list(special_tokens)
-        self.special_ids = special_token_ids(self.vocab, self.special_tokens)
-        self.full_vocab = dict(self.vocab) | {i: s.encode("utf-8") for s, i in self.special_ids.items()}
+        self.adopted: dict[str, int] = {}
+        self._decode: Callable[[list[int]], str] | None = None
+        self._set_special_ids()
         self.inverse = {v: k for k, v in sorted(self.vocab.items(), reverse=True)}
         self.pair_rank: dict[Pair, int] = {}
         for i, p in enumerate(self.merges):
             self.pair_rank.setdefault(p, i)
         self._tiktoken: tiktoken.Encoding | None = None
+
+    def _set_special_ids(self) -> None:
+        self.special_ids = special_token_ids(self.vocab, self.special_tokens, self.adopted)
+        self.full_vocab = dict(self.vocab) | {i: s.encode("utf-8") for s, i in self.special_ids.items()}
+
+    def adopt_special_ids(
+        self, encode: Callable[[str], Sequence[int]], decode: Callable[[list[int]], str] | None = None
+    ) -> None:
+        """Expect, for each special token absent from ``vocab``, the id the
+        implementation gives it (``encode(special)``), when that is one id
+        that no token of ``vocab`` and no other special has. Otherwise keep
+        the next free id: the implementation's tokens then disagree with the
+        oracle, and the special-token tests say why. ``decode`` (the
+        implementation's) shows ids outside ``vocab`` in failure messages as
+        the implementation knows them, not as the oracle numbered them."""
+        self._decode = decode
+        taken = set(self.vocab)
+        for s in absent_specials(self.vocab, self.special_tokens):
+            try:
+                ids = list(encode(s))
+            except Exception:
+                continue
+            i = as_id(ids[0]) if len(ids) == 1 else None
+            if i is not None and i not in taken:
+                self.adopted[s] = i
+                taken.add(i)
+        self._set_special_ids()
 
     @property
     def tiktoken(self) -> tiktoken.Encoding:
@@ -199,6 +258,20 @@ class EncodeOracle:
         """The bytes of an id (specials included); unknown ids as a marker."""
         return self.full_vocab.get(token_id, f"<unknown id {token_id}>".encode())
 
+    def got_piece(self, token_id: int) -> bytes:
+        """The bytes of an id the implementation returned, in the
+        implementation's numbering: ``vocab``'s when the id is one of its
+        ids (the implementation was given it), else what the implementation's
+        own decode makes of it (an added special token)."""
+        if token_id in self.vocab:
+            return self.vocab[token_id]
+        if self._decode is not None:
+            try:
+                return str(self._decode([token_id])).encode("utf-8", errors="replace")
+            except Exception:
+                return f"<id {token_id}: decode raised>".encode()
+        return self.piece_of(token_id)
+
     def same_tokens(self, got: Sequence[int], expected: Sequence[int]) -> bool:
         """Equal ids, or equal bytes where ``vocab`` maps several ids to the
         same bytes (the spec does not say which of those ids encode returns)."""
@@ -223,7 +296,7 @@ class EncodeOracle:
         literal = self.encode(text, "pairs")
         if self.same_tokens(got, literal):
             return None
-        got_pieces = [self.piece_of(i) for i in got]
+        got_pieces = [self.got_piece(i) for i in got]
         want_pieces = [self.piece_of(i) for i in expected]
         first = next(
             (k for k, (g, w) in enumerate(zip(got_pieces, want_pieces)) if g != w),
@@ -258,6 +331,8 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
         runs = [(text, False)] if text else []
     elif bug == "shortest_special":
         runs = _split_shortest(text, specials)
+    elif bug == "absent_specials_as_text":
+        runs = split_on_specials(text, [s for s in specials if s not in absent_specials(oracle.vocab, specials)])
     else:
         runs = split_on_specials(text, specials)
     out: list[bytes | str] = []
@@ -301,14 +376,17 @@ ENCODE_BUGS: dict[str, str] = {
     "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run must start the next word",
     "specials_as_text": "special tokens not split off before pre-tokenization",
     "shortest_special": "shorter special token matched first; the longest match must win",
+    "absent_specials_as_text": "special tokens absent from the vocabulary are not added: they stay ordinary text",
 }
 
 
 def encode_hints(oracle: EncodeOracle, got: Sequence[int], text: str) -> list[str]:
-    got_pieces = [oracle.piece_of(i) for i in got]
+    got_pieces = [oracle.got_piece(i) for i in got]
     specials = set(oracle.special_ids.values())
     hints = []
     for bug, cause in ENCODE_BUGS.items():
+        if bug == "absent_specials_as_text" and not absent_specials(oracle.vocab, oracle.special_tokens):
+            continue
         try:
             pieces = buggy_pieces(oracle, text, bug)
         except Exception:
@@ -368,3 +446,89 @@ def slow_trained_vocab() -> tuple[dict[int, bytes], list[Pair]]:
 
     result = train_bpe(sample_training_text(), 256 + 1 + 200, [EOT])
     return result.vocab, result.merges
+
+
+# --- encode_iterable memory (SHOULD): streams and the likely cause of a failure ----
+def memory_stream_lines(chars: int, *, fresh: bool = True) -> Iterator[str]:
+    """About ``chars`` characters of real text, one line per item, each a new
+    ``str`` object (as a file handle gives). ``fresh``: every line starts with
+    a new number, so the stream's distinct pre-tokens grow with its length as
+    real text's do; otherwise the same few dozen lines repeat, and no new
+    pre-token appears after the first few thousand characters."""
+    unit = sample_training_text()[:4000].splitlines(keepends=True)
+    sent = 0
+    for n, line in enumerate(itertools.cycle(unit), start=10**6):
+        if sent >= chars:
+            return
+        line = f"{n} {line}" if fresh else line.encode("utf-8").decode("utf-8")
+        sent += len(line)
+        yield line
+
+
+def _grows(full_kib: float, half_kib: float, bound_kib: float) -> bool:
+    """Growth measured on a stream and on its first half differ by more than
+    measurement noise and by a good part of the whole: memory scales with length."""
+    return full_kib - half_kib > max(bound_kib / 2, full_kib / 4)
+
+
+def encode_iterable_memory_hint(
+    growth_kib: Callable[[int, bool], float],
+    *,
+    stream_chars: int,
+    observed_kib: float,
+    bound_kib: float,
+) -> str | None:
+    """The likely cause of a failed SHOULD memory check, or None when the
+    measurements match no known cause.
+
+    ``observed_kib`` is the peak-memory growth the check measured (above
+    ``bound_kib``) while the implementation encoded
+    ``memory_stream_lines(stream_chars, fresh=True)``; ``growth_kib(chars,
+    fresh)`` measures the same on ``memory_stream_lines(chars, fresh=fresh)``.
+    Two or three more measurements tell the causes apart by what they scale
+    with, instead of guessing from the size alone:
+
+    - the stream, its lines or its ids kept: grows with the length even when
+      the lines repeat;
+    - a pre-token cache that keeps every pre-token met (unbounded, or bounded
+      above this stream's distinct pre-tokens): grows with the length of the
+      fresh stream, small when the lines repeat;
+    - a bounded cache or buffer that is simply larger than the allowance
+      (an LRU cache of many entries, a big read buffer): the same for half the
+      stream as for all of it.
+    """
+    half = growth_kib(stream_chars // 2, True)
+    repeated = growth_kib(stream_chars, False)
+    fresh_grows = _grows(observed_kib, half, bound_kib)
+    figures = (
+        f"(peak growth {observed_kib:.0f} KiB on the stream, {half:.0f} KiB on its first half, "
+        f"{repeated:.0f} KiB on a stream of the same length whose lines repeat"
+    )
+    if repeated > bound_kib:
+        repeated_half = growth_kib(stream_chars // 2, False)
+        figures += f", {repeated_half:.0f} KiB on half of that"
+        if _grows(repeated, repeated_half, bound_kib):
+            return (
+                f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
+                f"with the stream's length even when no new pre-token appears {figures})"
+            )
+        if fresh_grows:
+            return (
+                "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
+                f"pre-token cache that grows with the distinct pre-tokens met {figures})"
+            )
+        return (
+            "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
+            f"and the same when no new pre-token appears {figures})"
+        )
+    if fresh_grows:
+        return (
+            "a pre-token cache that keeps every distinct pre-token met (unbounded, or bounded above what this "
+            "stream holds): memory grows with the length of a stream of new pre-tokens and stays small when "
+            f"its lines repeat {figures})"
+        )
+    return (
+        "a bounded pre-token cache (e.g. an LRU of many entries) whose full size exceeds the allowance: memory "
+        "is the same for half the stream, and small when no new pre-token appears; bound the cache lower "
+        f"{figures})"
+    )

@@ -115,3 +115,32 @@ def chunked_texts(draw: st.DrawFn, *, specials: tuple[str, ...] = ()) -> Chunked
     inside whitespace runs, characters' neighbours, special tokens)."""
     text = draw(tokenizer_text(specials=specials), label="text")
     return ChunkedText(text, draw(chunkings(text), label="chunks"))
+
+
+#: Line-structure traps for encode_iterable over a file's lines: blank lines,
+#: runs of them, whitespace-only lines, lines that start or end with spaces
+#: (GPT-2's `\s+(?!\S)` joins or splits these runs differently when a line
+#: is encoded alone).
+LINE_BREAKS = ("\n", "\n\n", "\n\n\n", "\n\n\n\n", " \n", "  \n", "\n ", "\n  ", " \n \n", "\t\n", "\n\t")
+
+
+def file_lines(text: str) -> list[str]:
+    """``text`` cut as iterating a file handle cuts it: after every ``"\n"``,
+    line endings kept, no empty items (``"a\n\nb"`` -> ``["a\n", "\n", "b"]``)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+class LinedText(NamedTuple):
+    text: str
+    lines: list[str]
+
+
+@st.composite
+def lined_texts(draw: st.DrawFn, *, specials: tuple[str, ...] = (), max_fragments: int = 16) -> LinedText:
+    """A text rich in line breaks (blank lines, whitespace-only lines, spaces
+    at line ends and starts, special tokens next to newlines), cut into its
+    :func:`file_lines`. No ``"\r"``: a text-mode file never gives one."""
+    fragment = st.one_of(st.sampled_from(LINE_BREAKS), tokenizer_text(specials=specials, max_fragments=3))
+    text = draw(st.lists(fragment, max_size=max_fragments).map("".join), label="text").replace("\r", "")
+    return LinedText(text, file_lines(text))
