@@ -52,29 +52,34 @@ def check_merges(merges, text: str, vocab_size: int, special_tokens: Sequence[st
 
 
 def check_vocab(vocab: dict, merges: list, special_tokens: Sequence[str]) -> None:
-    """Ids exactly 0..len-1; the first 256+k ids hold the 256 bytes and the
-    specials in any order; id 256+k+i holds merge i's concatenation."""
+    """Ids exactly 0..len-1; values exactly the 256 bytes, the specials and one
+    token per merge, whatever id each got (specials first or last, merged tokens
+    in any order): the official test compares these sets and nothing more."""
     __tracebackhide__ = True
-    rule = "SPEC 1.2: vocab ids are 0..len-1, bytes and specials first (any order), then merges in order"
+    rule = "SPEC 1.2: vocab ids are 0..len-1 and its values the 256 bytes, the specials and the merged tokens"
     n = len(vocab)
-    assert_equal(sorted(vocab), list(range(n)), rule=rule + " (ids)")
-    base = 256 + len(special_tokens)
-    initial = sorted(vocab[i] for i in range(min(base, n)))
-    expected_initial = sorted([bytes([b]) for b in range(256)] + [s.encode("utf-8") for s in special_tokens])
-    if initial != expected_initial:
-        missing = sorted(set(expected_initial) - set(initial))[:5]
-        extra = sorted(set(initial) - set(expected_initial))[:5]
+    ids = sorted(vocab)
+    if ids != list(range(n)):
+        extra = [i for i in ids if not (isinstance(i, int) and 0 <= i < n)][:5]
+        raise AssertionError(f"{rule}: {n} ids, but not 0..{n - 1}: unexpected ids {extra}")
+    expected = [bytes([b]) for b in range(256)] + [s.encode("utf-8") for s in special_tokens]
+    expected += [a + b for a, b in merges]
+    got_values, want_values = set(vocab.values()), set(expected)
+    if got_values != want_values:
+        missing = sorted(want_values - got_values, key=lambda v: (len(v), v))
+        unexpected = sorted(got_values - want_values, key=lambda v: (len(v), v))
         raise AssertionError(
-            f"{rule}: ids 0..{base - 1} should be the 256 bytes and {list(special_tokens)}; "
-            f"missing {missing}, unexpected {extra}"
+            f"{rule}: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''} "
+            f"(special tokens {list(special_tokens)}, {len(merges)} merges)"
         )
-    assert_equal(n, base + len(merges), rule=rule + " (len(vocab) == 256 + len(specials) + len(merges))")
-    for i, (a, b) in enumerate(merges):
-        if vocab[base + i] != a + b:
-            raise AssertionError(
-                f"{rule}: vocab[{base + i}] = {vocab[base + i]!r} but merge {i} is "
-                f"({a!r}, {b!r}), so it should be {a + b!r}"
-            )
+    # Two merges can make the same bytes; the official test compares sets, so
+    # one entry for them or one per merge are both accepted.
+    if n not in (len(expected), len(want_values)):
+        raise AssertionError(
+            f"{rule}: {n} entries, expected 256 + {len(special_tokens)} specials + {len(merges)} merges "
+            f"= {len(expected)} (values repeat: {n - len(got_values)} duplicates)"
+        )
 
 
 @pytest.mark.spec("1.2.train_bpe")
@@ -160,11 +165,17 @@ def test_train_bpe_merges_stay_inside_pretokens(run_train_bpe, corpus_dir, corpu
     pretokens = list(slow_bpe.count_pretokens(corpus.text))
     for a, b in merges:
         if not any(a + b in p for p in pretokens):
+            spans = (a + b) in corpus.text.encode("utf-8")
             raise AssertionError(
-                f"SPEC 1.1: merge ({a!r}, {b!r}) makes {a + b!r}, which spans a pre-token boundary "
-                f"(pre-tokens: {sorted(pretokens)[:12]})\n  likely cause: pairs counted across "
-                "pre-tokens (no GPT-2 pattern split, or a different pattern)\n"
-                f"  input: {corpus.text!r}"
+                f"SPEC 1.1: merge ({a!r}, {b!r}) makes {a + b!r}, which "
+                + ("spans a pre-token boundary" if spans else "occurs nowhere in the corpus")
+                + f" (pre-tokens: {sorted(pretokens)[:12]})"
+                + (
+                    "\n  likely cause: pairs counted across GPT-2 pre-tokens (no split, or another pattern)"
+                    if spans
+                    else ""
+                )
+                + f"\n  input: {corpus.text!r}"
             )
 
 
@@ -211,9 +222,22 @@ def test_train_bpe_official_speed(run_train_bpe, corpus_en, record_property):
         if times[-1] < OFFICIAL_SPEED_BOUND_S:
             break
     record_property("train_bpe_corpus_en_best_seconds", round(min(times), 3))
-    assert min(times) < OFFICIAL_SPEED_BOUND_S, (
+    if min(times) < OFFICIAL_SPEED_BOUND_S:
+        return
+    # Where the time goes: the same run with no merge to make (vocab_size =
+    # 256 bytes + 1 special) costs the reading and pre-tokenization alone.
+    start = time.perf_counter()
+    run_train_bpe(input_path=path, vocab_size=257, special_tokens=[EOT])
+    setup = time.perf_counter() - start
+    merging = min(times) - setup
+    where = (
+        f"the merge loop: {merging:.2f} s for 243 merges, after {setup:.2f} s of reading and pre-tokenizing "
+        "(index the pair counts and update only the pairs touching the merged one)"
+        if merging > setup
+        else f"reading and pre-tokenizing: {setup:.2f} s of it with no merge to make"
+    )
+    raise AssertionError(
         f"SPEC 1.2 (SHOULD): train_bpe(corpus.en, 500) took {min(times):.2f} s at best "
         f"(runs {[round(t, 2) for t in times]}), official bound {OFFICIAL_SPEED_BOUND_S} s\n"
-        "  likely cause: pair counts recomputed from scratch every merge (index them and update "
-        "only the pairs touching the merged one)"
+        f"  most of the time goes to {where}"
     )
