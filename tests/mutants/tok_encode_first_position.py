@@ -11,7 +11,7 @@ MUTANT = {
 
 
 class _Tokenizer(Tokenizer):
-    def _encode_pretokens(self, pretokens):
+    def _encode_pretokens(self, pretokens, cache):
         out = []
         for pretoken in pretokens:
             ids = [self._byte_ids[b] for b in pretoken.encode("utf-8")]

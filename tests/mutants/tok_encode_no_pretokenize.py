@@ -14,7 +14,7 @@ class _Tokenizer(Tokenizer):
     def encode(self, text):
         ids = []
         for piece, special in self._split(text):
-            ids += [self._special_ids[piece]] if special else self._encode_pretokens([piece])
+            ids += [self._special_ids[piece]] if special else self._encode_pretokens([piece], self._cache)
         return ids
 
     def _split(self, text):

@@ -19,10 +19,10 @@ class _Tokenizer(Tokenizer):
         ids, start = [], 0
         if self._special_regex is not None:
             for m in self._special_regex.finditer(text):
-                ids += self._encode_pretokens(_PATTERN.findall(text, start, m.start()))
+                ids += self._encode_pretokens(_PATTERN.findall(text, start, m.start()), self._cache)
                 ids.append(self._special_ids[m.group()])
                 start = m.end()
-        return ids + self._encode_pretokens(_PATTERN.findall(text, start))
+        return ids + self._encode_pretokens(_PATTERN.findall(text, start), self._cache)
 
 
 def get_tokenizer(vocab, merges, special_tokens=None):

@@ -13,7 +13,7 @@ MUTANT = {
 
 class _Tokenizer(Tokenizer):
     def encode(self, text):
-        return self._encode_pretokens(GPT2_REGEX.findall(text))
+        return self._encode_pretokens(GPT2_REGEX.findall(text), self._cache)
 
 
 def get_tokenizer(vocab, merges, special_tokens=None):

@@ -7,6 +7,10 @@ MUTANT = {
     "spec": "1.3.decode",
     "bug": "unknown ids skipped (vocab.get(i, b'')) instead of raising",
     "run": ["1.3.decode"],
+    "strict_only": (
+        "the handout does not say what decode does with an id outside the vocabulary: skipping it is correct "
+        "under MUST (raising is STRICT)"
+    ),
 }
 
 

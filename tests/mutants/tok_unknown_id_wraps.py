@@ -7,6 +7,10 @@ MUTANT = {
     "spec": "1.3.decode",
     "bug": "vocab held as a list: a negative id wraps around instead of raising",
     "run": ["1.3.decode"],
+    "strict_only": (
+        "the handout does not say what decode does with an id outside the vocabulary (-1 included): a "
+        "wrap-around is correct under MUST (raising is STRICT)"
+    ),
 }
 
 

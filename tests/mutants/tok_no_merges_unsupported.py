@@ -1,0 +1,20 @@
+"""MUTANT: the tokenizer cannot be built with an empty merge list."""
+
+from reference.adapter import *  # noqa: F403
+from reference.tokenizer import Tokenizer
+
+MUTANT = {
+    "spec": "1.3.encode",
+    "bug": "merges unpacked with zip(*merges), which raises ValueError when merges == [] (vocab_size = 256 + specials)",
+    "run": ["1.3.encode"],
+}
+
+
+class _Tokenizer(Tokenizer):
+    def __init__(self, vocab, merges, special_tokens=None):
+        lefts, rights = zip(*merges)  # BUG: not enough values to unpack when there is no merge
+        super().__init__(vocab, list(zip(lefts, rights)), special_tokens)
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    return _Tokenizer(vocab, merges, special_tokens)
