@@ -150,13 +150,17 @@ def apply_merges(words: Counter[Word], merges: Iterable[Pair]) -> Counter[Word]:
 
 
 def choose_pair(pairs: Counter[Pair], *, tie: str = "greater") -> Pair | None:
-    """The most frequent pair; ties to the greater pair (SPEC) or, with
-    ``tie="smaller"``, to the smaller one (a known bug)."""
+    """The most frequent pair; ties to the greater pair (SPEC) or, known bugs,
+    with ``tie="smaller"`` to the smaller one, with ``tie="first"`` to the
+    first one counted (``max(stats, key=stats.get)``: words in order of first
+    occurrence in the corpus, pairs left to right)."""
     live = [(n, p) for p, n in pairs.items() if n > 0]
     if not live:
         return None
     if tie == "greater":
         return max(live)[1]
+    if tie == "first":
+        return max(live, key=lambda np: np[0])[1]  # max keeps the first of equal keys
     best = max(n for n, _ in live)
     return min(p for n, p in live if n == best)
 
@@ -220,9 +224,11 @@ def train_bpe(
     split_specials: bool = True,
     drop_specials: bool = False,
     right_to_left: bool = False,
+    weighted: bool = True,
 ) -> BpeResult:
     """SPEC §1.2 ``train_bpe`` on an in-memory text. Defaults are the spec;
-    the keywords switch on known bugs (see :func:`count_pretokens`)."""
+    the keywords switch on known bugs (see :func:`count_pretokens`;
+    ``weighted=False`` counts each distinct pre-token once)."""
     pretokens = count_pretokens(
         text,
         special_tokens,
@@ -230,6 +236,8 @@ def train_bpe(
         split_specials=split_specials,
         drop_specials=drop_specials,
     )
+    if not weighted:
+        pretokens = Counter(dict.fromkeys(pretokens, 1))
     num_merges = vocab_size - 256 - len(special_tokens)
     merges = train_from_pretokens(pretokens, num_merges, tie=tie, right_to_left=right_to_left)
     return BpeResult(build_vocab(merges, special_tokens), merges)
@@ -246,6 +254,10 @@ KNOWN_BUG_WINDOW = 8
 #: Known bugs the suite can recognise, as ``train_bpe`` keyword sets.
 KNOWN_BUGS: dict[str, dict] = {
     "ties broken toward the lexicographically smaller pair (SPEC: prefer the greater pair)": {"tie": "smaller"},
+    "ties broken by the order pairs were first counted (max over a dict; SPEC: prefer the greater pair)": {
+        "tie": "first"
+    },
+    "pair counts not weighted by pre-token frequency (each distinct pre-token counted once)": {"weighted": False},
     "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {"use_pattern": False},
     "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {"split_specials": False},
     "special tokens deleted and their neighbours joined, so merges cross special tokens": {"drop_specials": True},
