@@ -1,6 +1,7 @@
 """Every mutant (one realistic bug each) must be rejected by the suite: by a
-scored MUST test, or, for a bug the course's contract does not cover, by a
-STRICT test with the reason in the mutant's header."""
+scored MUST test, or, for a bug the course's contract does not cover, by an
+unscored test (a STRICT rule, a SHOULD item) with the reason in the mutant's
+header."""
 
 import pytest
 
@@ -21,7 +22,7 @@ def test_suite_kills_mutant(mutant):
     outcome = run_one(mutant)
     if outcome.strict_only:
         assert mutant.meta.get("strict_only"), (
-            f"mutant {mutant.name} ({mutant.meta['bug']}) is caught only by STRICT tests: the score misses it. "
+            f"mutant {mutant.name} ({mutant.meta['bug']}) is caught only by unscored tests: the score misses it. "
             f"Either a MUST test should catch it, or its header must say why the course's contract does not "
             f"cover it ('strict_only'): {outcome.detail}"
         )

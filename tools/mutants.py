@@ -4,9 +4,10 @@
 Each file in tests/mutants/ is an adapter with one realistic bug and a
 ``MUTANT = {"spec": ..., "bug": ..., "run": [...]}`` header. A mutant is
 *killed* when a test of its ``run`` spec ids does not pass: under the scored
-verdict when a MUST test catches it, under STRICT when only STRICT tests do.
-A bug only STRICT catches is lost to the score, so such a mutant must say
-why in its header (``"strict_only": "the handout does not ..."``).
+verdict when a MUST test catches it, or only by tests that are never scored
+(STRICT rules, SHOULD items). A bug only those catch is lost to the score, so
+such a mutant must say why in its header (``"strict_only": "the handout
+does not ..."``).
 ``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
 spec item, lists survivors and the STRICT-only kills with their reasons; it
 exits 1 if any mutant survives or is caught by STRICT alone without a reason.
@@ -68,20 +69,17 @@ def run_suite(adapter: Path | str, spec: list[str] | None, *, allow_reference: b
     return report
 
 
-def bad_tests(report: dict, strength: str | None = None) -> list[dict[str, Any]]:
-    """Tests that did not pass; only those of one strength ("must"/"strict") if given."""
+def bad_tests(report: dict, *strengths: str) -> list[dict[str, Any]]:
+    """Tests that did not pass; only those of the given strengths ("must",
+    "strict", "should") if any are given."""
     tests = [t for t in report.get("tests") or [] if t.get("outcome") in _BAD]
-    if strength == "must":
-        return [t for t in tests if t.get("strength") != "strict"]
-    if strength == "strict":
-        return [t for t in tests if t.get("strength") == "strict"]
-    return tests
+    return [t for t in tests if not strengths or t.get("strength") in strengths]
 
 
 class Outcome(NamedTuple):
     entry: Entry
     killed: bool  # by a MUST test: the score catches it
-    strict_killed: bool  # by a STRICT test
+    strict_killed: bool  # by a test that is never scored (STRICT, SHOULD)
     detail: str
     seconds: float
 
@@ -98,7 +96,7 @@ def run_one(entry: Entry) -> Outcome:
         return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)
     if not report.get("tests"):
         return Outcome(entry, False, False, "no tests ran:\n" + report["output"], time.perf_counter() - start)
-    must, strict = bad_tests(report, "must"), bad_tests(report, "strict")
+    must, strict = bad_tests(report, "must"), bad_tests(report, "strict", "should")
     first = (must or strict or [None])[0]
     detail = f"{first['nodeid']}: {first['summary']}" if first else f"{len(report['tests'])} tests passed"
     return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start)
@@ -115,20 +113,20 @@ def main(argv: list[str] | None = None) -> int:
     by_section: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_section[o.entry.meta["spec"]].append(o)
-    print(f"{'spec item':24s} {'scored':>7s} {'STRICT':>7s} {'total':>6s}  scored rate")
-    print(f"{'':24s} {'(MUST)':>7s} {'only':>7s}")
+    print(f"{'spec item':24s} {'scored':>7s} {'unscored':>9s} {'total':>6s}  scored rate")
+    print(f"{'':24s} {'(MUST)':>7s} {'only':>9s}   (unscored: STRICT rules and SHOULD items)")
     for section in sorted(by_section):
         group = by_section[section]
         k = sum(o.killed for o in group)
         s = sum(o.strict_only for o in group)
-        print(f"{section:24s} {k:7d} {s:7d} {len(group):6d}  {k / len(group):5.0%}")
+        print(f"{section:24s} {k:7d} {s:9d} {len(group):6d}  {k / len(group):5.0%}")
     killed = sum(o.killed for o in outcomes)
     strict_only = [o for o in outcomes if o.strict_only]
-    print(f"{'TOTAL':24s} {killed:7d} {len(strict_only):7d} {len(outcomes):6d}  {killed / max(1, len(outcomes)):5.0%}")
+    print(f"{'TOTAL':24s} {killed:7d} {len(strict_only):9d} {len(outcomes):6d}  {killed / max(1, len(outcomes)):5.0%}")
     unexplained = []
     for o in strict_only:
         why = o.entry.meta.get("strict_only")
-        print(f"STRICT ONLY {o.entry.name} ({o.entry.meta['bug']}): {why or 'NO REASON GIVEN'}")
+        print(f"UNSCORED ONLY {o.entry.name} ({o.entry.meta['bug']}): {why or 'NO REASON GIVEN'}")
         if not why:
             unexplained.append(o)
     survivors = [o for o in outcomes if not o.killed and not o.strict_killed]
