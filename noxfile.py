@@ -1,4 +1,4 @@
-"""nox sessions for lmspec. `nox -s tests` is what CI runs (.ci/run).
+"""nox sessions for lmspec. `nox -s lint tests` is what CI runs (.ci/run).
 
 torch is installed first, pinned by LMSPEC_TORCH (default ``torch==2.13.0``,
 the CPU wheel on lmspec's machines): asking pip for plain ``torch`` in a fresh
@@ -13,13 +13,13 @@ import shlex
 import nox
 
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["tests"]
+nox.options.sessions = ["lint", "tests"]
 
 TORCH = shlex.split(os.environ.get("LMSPEC_TORCH", "torch==2.13.0"))
 PYTEST_SUITE = ["-p", "no:cacheprovider", "--hypothesis-profile", "ci"]
 
 
-def install(session: nox.Session, extras: str = "test,plot") -> None:
+def install(session: nox.Session, extras: str = "plot") -> None:
     session.install(*TORCH)
     session.install("-e", f".[{extras}]")
 
@@ -45,41 +45,42 @@ def tests_cuda(session: nox.Session) -> None:
 
 @nox.session
 def grade(session: nox.Session) -> None:
-    """Grade an implementation: nox -s grade -- --adapter path/to/adapters.py"""
+    """Grade an implementation: nox -s grade -- path/to/cs336-repo (default: the reference)"""
     install(session)
-    session.run("python", "-m", "tools.grade", *session.posargs)
+    session.run("lmspec", "grade", *session.posargs)
 
 
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Kill-rate table of the mutant catalog (tests/mutants)."""
     install(session)
-    session.run("python", "-m", "tools.mutants", *session.posargs)
+    session.run("lmspec", "mutants", *session.posargs)
 
 
 @nox.session
 def snapshots(session: nox.Session) -> None:
     """Regenerate the golden snapshots and check nothing drifted."""
     install(session)
-    session.run("python", "-m", "tools.snapshots", "verify", "--regenerate", *session.posargs)
+    session.run("lmspec", "snapshots", "verify", "--regenerate", *session.posargs)
 
 
 @nox.session
 def smoke(session: nox.Session) -> None:
     """End-to-end: BPE -> encode -> train -> resume -> generate, on CPU."""
     install(session)
-    session.run("python", "-m", "tools.smoke", *session.posargs)
+    session.run("lmspec", "smoke", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the tools users would otherwise pick (BENCHMARKS.md)."""
-    install(session, "test,plot,bench")
-    session.run("python", "-m", "tools.bench", *session.posargs)
+    install(session, "plot,bench")
+    session.run("lmspec", "bench", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    """ruff check and ruff format --check (CI runs it before the tests)."""
+    session.install("ruff==0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")

@@ -21,7 +21,7 @@ import inspect
 import os
 from pathlib import Path
 
-DEFAULT_ADAPTER = "reference.adapter"
+DEFAULT_ADAPTER = "lmspec.reference.adapter"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 _P = inspect.Parameter

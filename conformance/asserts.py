@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from conformance.tolerances import Tolerance
+from lmspec.conformance.tolerances import Tolerance
 
 # Taken before any implementation under test is imported, so a submission
 # that monkeypatches torch at import time cannot change how we compare.

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conformance import sandbox
-from conformance.sandbox import Sandbox, WorkerSpec
-from tools.worker import protocol
+from lmspec.conformance import sandbox
+from lmspec.conformance.sandbox import Sandbox, WorkerSpec
+from lmspec.tools.worker import protocol
 
 #: Bytes of the worker's own output kept (the first, then the last).
 OUTPUT_HEAD = 64 << 10
@@ -260,7 +260,7 @@ class InProcessChannel:
     """The worker's server in this very process (``--in-process``)."""
 
     def __init__(self, spec: WorkerSpec, pull: Callable[[int, int], Any]):
-        from tools.worker import serve
+        from lmspec.tools.worker import serve
 
         self.spec = spec
         self.output = _Output()
@@ -277,7 +277,7 @@ class InProcessChannel:
     @staticmethod
     def _pull(pull: Callable[[int, int], Any]) -> Callable[[int, int], tuple[list, bool]]:
         def ask(ident: int, n: int) -> tuple[list, bool]:
-            from tools.worker.serve import unpack_pull
+            from lmspec.tools.worker.serve import unpack_pull
 
             return unpack_pull(ident, protocol.decode(protocol.encode(pull(ident, n))))
 

@@ -35,9 +35,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-
-from conformance import report
-from conformance.adapter import (
+from lmspec.conformance import report
+from lmspec.conformance.adapter import (
     CORE_FUNCTIONS,
     DEFAULT_ADAPTER,
     EXTENDED_FUNCTIONS,
@@ -45,10 +44,10 @@ from conformance.adapter import (
     looks_like_path,
     submission_root,
 )
-from conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, default_sources
-from conformance.proxy import Implementation
-from conformance.sandbox import Sandbox, WorkerSpec, resolve
-from conformance.spec_items import BY_ID, ITEMS, matches
+from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, default_sources
+from lmspec.conformance.proxy import Implementation
+from lmspec.conformance.sandbox import Sandbox, WorkerSpec, resolve
+from lmspec.conformance.spec_items import BY_ID, ITEMS, matches
 
 # --- Hypothesis profiles ----------------------------------------------------
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

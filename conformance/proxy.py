@@ -37,15 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from _pytest.outcomes import OutcomeException
-
-from conformance.adapter import NotImplementedByAdapter
-from conformance.channel import ChannelClosed, ChannelTimeout, InProcessChannel, ProcessChannel
-from conformance.outcomes import Fault
-from conformance.sandbox import WorkerSpec
-from tools.worker.protocol import ProtocolError, Tagged, decode, encode
+from lmspec.conformance.adapter import NotImplementedByAdapter
+from lmspec.conformance.channel import ChannelClosed, ChannelTimeout, InProcessChannel, ProcessChannel
+from lmspec.conformance.outcomes import Fault
+from lmspec.conformance.sandbox import WorkerSpec
+from lmspec.tools.worker.protocol import ProtocolError, Tagged, decode, encode
 
 if TYPE_CHECKING:
-    from conformance.remote import RemoteFunction, _Marshal
+    from lmspec.conformance.remote import RemoteFunction, _Marshal
 
 CRASH_LIMIT = 3
 #: Parameters whose module names mean "lmspec's own code": importing them from a submission is cheating.
@@ -285,7 +284,7 @@ class Implementation:
         channel = self.channel
         assert channel is not None
         if marshal is None:
-            from conformance.remote import _Marshal
+            from lmspec.conformance.remote import _Marshal
 
             marshal = _Marshal(self)
         self._seq += 1
@@ -356,7 +355,7 @@ class Implementation:
 
         def hook(t: Tagged) -> Any:
             if t.kind == "handle":
-                from conformance.remote import RemoteObject
+                from lmspec.conformance.remote import RemoteObject
 
                 return RemoteObject.make(self, dict(t), creator=creator)
             if t.kind == "path":
@@ -460,16 +459,16 @@ class Implementation:
     def host_path(self, path: str) -> str:
         """A path the worker reported, as this judge sees it (the sandbox
         shows lmspec's reference, for its own meta-test adapters, elsewhere)."""
-        from conformance.sandbox import REPO, SANDBOX_BASE_DIR
+        from lmspec.conformance.sandbox import REPO, SANDBOX_BASE_DIR
 
-        if path.startswith(SANDBOX_BASE_DIR + "/"):
-            return str(REPO) + path[len(SANDBOX_BASE_DIR) :]
+        if path.startswith(SANDBOX_BASE_DIR + "/lmspec/"):
+            return str(REPO) + path[len(SANDBOX_BASE_DIR) + len("/lmspec") :]
         return path
 
     def display(self, where: str) -> str:
         """A worker-reported "path:line" as the submission's author knows it:
         relative to the submission's folder (or to lmspec for its reference)."""
-        from conformance.sandbox import REPO
+        from lmspec.conformance.sandbox import REPO
 
         path = self.host_path(where)
         for base in (self.spec.root, REPO):
@@ -489,7 +488,7 @@ class Implementation:
 
     # --- the adapter functions ----------------------------------------------------------------
     def function(self, name: str) -> "RemoteFunction":
-        from conformance.remote import RemoteFunction
+        from lmspec.conformance.remote import RemoteFunction
 
         return RemoteFunction(self, name)
 

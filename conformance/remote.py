@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from conformance.adapter import CALL_STYLE, FILE_ARGS, REPLAYABLE, WRITEBACK_ARGS, signature
-from conformance.outcomes import Fault
-from conformance.proxy import Implementation, WorkerFault
-from tools.worker.protocol import ProtocolError, Tagged
+from lmspec.conformance.adapter import CALL_STYLE, FILE_ARGS, REPLAYABLE, WRITEBACK_ARGS, signature
+from lmspec.conformance.outcomes import Fault
+from lmspec.conformance.proxy import Implementation, WorkerFault
+from lmspec.tools.worker.protocol import ProtocolError, Tagged
 
 
 class _Marshal:

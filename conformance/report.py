@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from _pytest.outcomes import OutcomeException
-
-from conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
-from conformance.outcomes import Fault, Outcome
+from lmspec.conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
+from lmspec.conformance.outcomes import Fault, Outcome
 
 SCHEMA = "lmspec-judge/1"
 MESSAGE_CHARS = 3000
@@ -72,7 +71,10 @@ def record_findings(config: pytest.Config, target: Any) -> None:
         for name in attempts:
             top = name.partition(".")[0]
             own = target.root is not None and ((target.root / top).is_dir() or (target.root / f"{top}.py").is_file())
-            if not own and not (target.spec.allow_reference and top == "reference"):
+            allowed = target.spec.allow_reference and (
+                name == "lmspec" or name.startswith(("lmspec.reference", "reference"))
+            )
+            if not own and not allowed:
                 findings.append(f"the submission tried to import lmspec's own package {name!r}")
     (_session_dir(config) / f"findings-{_process_tag(config)}.json").write_text(json.dumps(sorted(set(findings))))
 
@@ -110,7 +112,7 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def failure_message(exc: BaseException) -> str:
     """The first real failure, with Hypothesis' falsifying example."""
-    from conformance.proxy import SubmissionError
+    from lmspec.conformance.proxy import SubmissionError
 
     leaf = _leaf(exc)
     if isinstance(leaf, SubmissionError):

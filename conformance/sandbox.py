@@ -129,11 +129,11 @@ def environment(spec: WorkerSpec, home: str) -> dict[str, str]:
 
 
 @functools.cache
-def _interpreter_dirs(python: str) -> tuple[str, ...]:
-    """Folders the interpreter needs: its prefixes and every folder on its
-    sys.path (a per-submission venv's .pth adds the grader's site-packages),
-    but never lmspec's own sources (an editable install's path into the
-    checkout): those stay out of the sandbox."""
+def _interpreter_dirs(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(folders to bind, folders on sys.path) of the interpreter: its
+    prefixes and every folder on its sys.path (a per-submission venv's .pth
+    adds the grader's site-packages), never lmspec's own sources (an editable
+    install's path into the checkout): those stay out of the sandbox."""
     code = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path]))"
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         prefix, base, exec_prefix, paths = sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path
@@ -153,14 +153,16 @@ def _interpreter_dirs(python: str) -> tuple[str, ...]:
     exe = os.path.realpath(python)
     dirs.add(os.path.dirname(os.path.dirname(exe)))
     keep = sorted(d for d in dirs if not d.startswith("/usr/") and d != "/usr")
-    return tuple(d for d in keep if not any(d != o and d.startswith(o + os.sep) for o in keep))
+    bind = tuple(d for d in keep if not any(d != o and d.startswith(o + os.sep) for o in keep))
+    return bind, tuple(sorted(dirs))
 
 
-def _lmspec_dirs_inside(bound: tuple[str, ...]) -> list[str]:
-    """lmspec's own installed packages inside a bound folder (a non-editable
-    install in the same site-packages), to be hidden under an empty tmpfs."""
+def _lmspec_dirs_inside(path_dirs: tuple[str, ...]) -> list[str]:
+    """lmspec's own installed packages in a folder on the interpreter's path
+    (a non-editable install in the same site-packages), to be hidden under an
+    empty tmpfs."""
     hidden = []
-    for base in bound:
+    for base in path_dirs:
         for candidate in (Path(base) / "lmspec", Path(base) / "conformance", Path(base) / "reference"):
             own = (candidate / "conformance" / "plugin.py", candidate / "plugin.py", candidate / "adapter" / "nn.py")
             if candidate.is_dir() and any(marker.is_file() for marker in own):
@@ -197,14 +199,15 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
         path = f"/etc/{name}"
         if os.path.exists(path):
             cmd += ["--ro-bind", path, path]
-    bound = _interpreter_dirs(spec.python)
+    bound, path_dirs = _interpreter_dirs(spec.python)
     for d in bound:
         cmd += ["--ro-bind", d, d]
-    for d in _lmspec_dirs_inside(bound):
+    for d in _lmspec_dirs_inside(path_dirs):
         cmd += ["--tmpfs", d, "--remount-ro", d]
     cmd += ["--ro-bind", str(WORKER_SOURCE), f"{SANDBOX_WORKER_DIR}/lmspec_worker"]
     if spec.allow_reference:
-        cmd += ["--ro-bind", str(REPO / "reference"), f"{SANDBOX_BASE_DIR}/reference"]
+        # importable as lmspec.reference: lmspec is then a namespace package holding only it
+        cmd += ["--ro-bind", str(REPO / "reference"), f"{SANDBOX_BASE_DIR}/lmspec/reference"]
     if spec.root is not None:
         cmd += ["--ro-bind", str(spec.root), str(spec.root)]
     if spec.adapter.endswith(".py") and (spec.root is None or not Path(spec.adapter).is_relative_to(spec.root)):

@@ -27,9 +27,7 @@ ITEMS: tuple[SpecItem, ...] = (
     ),
     SpecItem("1.3.encode", "encode equals rank-based BPE (tiktoken)", ("get_tokenizer",)),
     SpecItem("1.3.decode", "decode with errors=replace, round trip (unknown ids: STRICT)", ("get_tokenizer",)),
-    SpecItem(
-        "1.3.encode_iterable", "encode_iterable equals encode over a text's lines, lazily", ("get_tokenizer",)
-    ),
+    SpecItem("1.3.encode_iterable", "encode_iterable equals encode over a text's lines, lazily", ("get_tokenizer",)),
     SpecItem("1.3.encode_iterable.memory", "encode_iterable memory bounded (SHOULD)", ("get_tokenizer",), should=True),
     SpecItem("1.3.special_tokens", "special tokens: one id, longest match, added to vocab", ("get_tokenizer",)),
     SpecItem("2.linear", "Linear y = x W^T", ("run_linear",)),

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import example, given, note
-
-from conformance.asserts import assert_close, describe_mismatch
-from conformance.oracles.training import (
+from lmspec.conformance.asserts import assert_close, describe_mismatch
+from lmspec.conformance.oracles.training import (
     AdamWHyper,
     accepted_adamw_trajectories,
     adamw_bug_hints,
@@ -27,12 +26,12 @@ from conformance.oracles.training import (
     flat,
     nearest_decay_order,
 )
-from conformance.strategies.training import (
+from lmspec.conformance.strategies.training import (
     AdamWGroup,
     AdamWRun,
     adamw_runs,
 )
-from conformance.tolerances import (
+from lmspec.conformance.tolerances import (
     ADAMW_OFFICIAL,
     ADAMW_TRAJECTORY,
     EXACT,

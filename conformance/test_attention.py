@@ -16,11 +16,10 @@ import pytest
 import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
-
-from conformance import tolerances as tol
-from conformance.asserts import assert_close, assert_shape
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance import tolerances as tol
+from lmspec.conformance.asserts import assert_close, assert_shape
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 TOL_SDPA = {torch.float32: tol.SDPA_F32, torch.bfloat16: tol.SDPA_BF16}
 strict = pytest.mark.strict

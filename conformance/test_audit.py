@@ -24,10 +24,9 @@ import ast
 from pathlib import Path
 
 import pytest
-
-from conformance.adapter import CORE_FUNCTIONS, REPO_ROOT
-from conformance.calls import CALLS
-from conformance.proxy import Implementation
+from lmspec.conformance.adapter import CORE_FUNCTIONS, REPO_ROOT
+from lmspec.conformance.calls import CALLS
+from lmspec.conformance.proxy import Implementation
 
 pytestmark = pytest.mark.spec("0.from_scratch")
 

@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from conformance import stats
-from conformance.asserts import assert_close, assert_dtype, assert_equal, assert_shape
-from conformance.tolerances import EXACT
+from lmspec.conformance import stats
+from lmspec.conformance.asserts import assert_close, assert_dtype, assert_equal, assert_shape
+from lmspec.conformance.tolerances import EXACT
 
 spec = pytest.mark.spec
 

@@ -12,10 +12,9 @@ import functools
 import pytest
 import torch
 from hypothesis import example, given, note
-
-from conformance import stats
-from conformance.asserts import assert_close, assert_equal, assert_shape
-from conformance.oracles.training import (
+from lmspec.conformance import stats
+from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
+from lmspec.conformance.oracles.training import (
     F64,
     LMConfig,
     greedy_decode64,
@@ -24,13 +23,13 @@ from conformance.oracles.training import (
     temperature_softmax64,
     top_p_filter64,
 )
-from conformance.strategies.training import (
+from lmspec.conformance.strategies.training import (
     TemperatureCase,
     TopPCase,
     temperature_cases,
     top_p_cases,
 )
-from conformance.tolerances import EXACT, GREEDY_LOGIT_F32, TEMPERATURE_F32, TOP_P_F32, Tolerance
+from lmspec.conformance.tolerances import EXACT, GREEDY_LOGIT_F32, TEMPERATURE_F32, TOP_P_F32, Tolerance
 
 spec = pytest.mark.spec
 

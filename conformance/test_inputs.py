@@ -13,10 +13,9 @@ argument after the call with a copy taken before it (tools/worker/server.py).
 from pathlib import Path
 
 import pytest
-
-from conformance.calls import CALLS
-from conformance.proxy import Implementation
-from conformance.spec_items import ITEMS
+from lmspec.conformance.calls import CALLS
+from lmspec.conformance.proxy import Implementation
+from lmspec.conformance.spec_items import ITEMS
 
 #: The spec item each function's mutation is reported under.
 ITEM_OF = {fn: item.id for item in ITEMS for fn in item.functions if not item.should}

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 import pytest
 import torch
 from hypothesis import example, given, note
-
-from conformance.asserts import assert_close, describe_mismatch
-from conformance.oracles.training import (
+from lmspec.conformance.asserts import assert_close, describe_mismatch
+from lmspec.conformance.oracles.training import (
     F64,
     clipped_grads_formula,
     clipped_grads_torch,
@@ -28,7 +27,7 @@ from conformance.oracles.training import (
     cross_entropy_per_position64,
     flat,
 )
-from conformance.strategies.training import (
+from lmspec.conformance.strategies.training import (
     CE_ANY_LEAD,
     CEInput,
     ClipCase,
@@ -37,7 +36,7 @@ from conformance.strategies.training import (
     clip_cases,
     schedules,
 )
-from conformance.tolerances import (
+from lmspec.conformance.tolerances import (
     CLIP_F32,
     CLIP_F64,
     CROSS_ENTROPY_F32,

@@ -15,11 +15,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from conformance import tolerances as tol
-from conformance.asserts import assert_close, assert_equal, assert_shape
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance import tolerances as tol
+from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 # Block/LM examples cost tens of ms each (the oracle loops over heads): a
 # third of the profile's examples keeps the module fast; --max-examples and

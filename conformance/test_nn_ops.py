@@ -14,11 +14,10 @@ STRICT tests (reported, never scored).
 import pytest
 import torch
 from hypothesis import example, given, note
-
-from conformance import tolerances as tol
-from conformance.asserts import assert_close, assert_dtype, assert_shape
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance import tolerances as tol
+from lmspec.conformance.asserts import assert_close, assert_dtype, assert_shape
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 TOL_SILU = {torch.float32: tol.SILU_F32, torch.bfloat16: tol.SILU_BF16}
 strict = pytest.mark.strict

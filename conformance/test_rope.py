@@ -17,11 +17,10 @@ import pytest
 import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
-
-from conformance import tolerances as tol
-from conformance.asserts import assert_close, assert_shape, describe_mismatch
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance import tolerances as tol
+from lmspec.conformance.asserts import assert_close, assert_shape, describe_mismatch
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 strict = pytest.mark.strict
 CONTRACT = sn.rope_cases(lead_dims=sn.BATCH_OR_HEADS, contract_positions=True)

@@ -7,11 +7,10 @@ up to one tolerance of float32 error)."""
 import numpy as np
 import pytest
 import torch
-
-from conformance import tolerances
-from conformance.asserts import assert_close
-from conformance.snapshot_io import ROOT, read_manifest, sha256, unpack
-from conformance.tolerances import Tolerance
+from lmspec.conformance import tolerances
+from lmspec.conformance.asserts import assert_close
+from lmspec.conformance.snapshot_io import ROOT, read_manifest, sha256, unpack
+from lmspec.conformance.tolerances import Tolerance
 
 MANIFEST_ENTRIES = sorted(read_manifest().items())
 

@@ -16,10 +16,9 @@ from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import example, given
-
-from conformance import slow_bpe
-from conformance.asserts import assert_equal
-from conformance.oracles.tokenizer import (
+from lmspec.conformance import slow_bpe
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.oracles.tokenizer import (
     EOT,
     EncodeOracle,
     assert_encodes,
@@ -27,7 +26,7 @@ from conformance.oracles.tokenizer import (
     sample_training_text,
     slow_trained_vocab,
 )
-from conformance.strategies.tokenizer import BpeCorpus, bpe_corpora, tokenizer_text, unicode_text
+from lmspec.conformance.strategies.tokenizer import BpeCorpus, bpe_corpora, tokenizer_text, unicode_text
 
 #: Fixture texts of the official tokenizer tests (the last two: a special
 #: token followed by newlines, added in handout 1.0.3/1.0.4).

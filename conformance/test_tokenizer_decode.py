@@ -4,11 +4,10 @@ handout does not say: returning U+FFFD or skipping them is correct under MUST)."
 
 import pytest
 from hypothesis import example, given
-
-from conformance.asserts import assert_equal
-from conformance.oracles.tokenizer import EOT
-from conformance.strategies.tokenizer import tokenizer_text, unicode_text
-from conformance.test_tokenizer import TRAPS, Case, case, make_case, pin_traps, slow_case  # noqa: F401 (fixture)
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.oracles.tokenizer import EOT
+from lmspec.conformance.strategies.tokenizer import tokenizer_text, unicode_text
+from lmspec.conformance.test_tokenizer import TRAPS, Case, case, make_case, pin_traps, slow_case  # noqa: F401 (fixture)
 
 #: Byte sequences that are not valid UTF-8 on their own, and what Python's
 #: errors="replace" makes of them (one U+FFFD per maximal invalid subpart).

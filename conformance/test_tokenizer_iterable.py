@@ -10,16 +10,15 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from conformance.asserts import assert_equal
-from conformance.oracles.tokenizer import (
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.oracles.tokenizer import (
     EOT,
     encode_iterable_memory_hint,
     memory_stream_lines,
     sample_training_text,
 )
-from conformance.strategies.tokenizer import ChunkedText, LinedText, chunked_texts, file_lines, lined_texts
-from conformance.test_tokenizer import FIXTURE_TEXTS, gpt2_case, slow_case
+from lmspec.conformance.strategies.tokenizer import ChunkedText, LinedText, chunked_texts, file_lines, lined_texts
+from lmspec.conformance.test_tokenizer import FIXTURE_TEXTS, gpt2_case, slow_case
 
 DOUBLE = EOT + EOT
 #: Laziness: the first ids must come before this many characters of lines are

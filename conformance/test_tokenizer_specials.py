@@ -6,11 +6,10 @@ handout says "append" without fixing the ids)."""
 
 import pytest
 from hypothesis import example, given
-
-from conformance.asserts import assert_equal
-from conformance.oracles.tokenizer import EOT, assert_encodes, slow_trained_vocab
-from conformance.strategies.tokenizer import tokenizer_text
-from conformance.test_tokenizer import make_case, slow_case
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.oracles.tokenizer import EOT, assert_encodes, slow_trained_vocab
+from lmspec.conformance.strategies.tokenizer import tokenizer_text
+from lmspec.conformance.test_tokenizer import make_case, slow_case
 
 PAD = "<|pad|>"
 DOUBLE = EOT + EOT

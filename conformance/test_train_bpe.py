@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import example, given
-
-from conformance import slow_bpe
-from conformance.asserts import assert_equal
-from conformance.oracles.tokenizer import EOT, official_corpus_en_output
-from conformance.strategies.tokenizer import BpeCorpus, bpe_corpora
+from lmspec.conformance import slow_bpe
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.oracles.tokenizer import EOT, official_corpus_en_output
+from lmspec.conformance.strategies.tokenizer import BpeCorpus, bpe_corpora
 
 #: Official bound for corpus.en at vocab 500 (CS336 test_train_bpe_speed);
 #: the reference trainer takes about a third of it on one core.

@@ -12,6 +12,6 @@ from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "conformance" / "plugin.py").is_file():
-    __path__.append(str(_CHECKOUT))  # noqa: F821 (a package's __path__)
+    __path__.append(str(_CHECKOUT))
 
 __version__ = "0.2.0"

@@ -12,6 +12,8 @@ from jaxtyping import install_import_hook as _install_import_hook
 TYPECHECKED: bool = not _jaxtyping_config.jaxtyping_disable
 if TYPECHECKED:
     # Left installed on purpose: submodules are imported lazily by users.
-    _install_import_hook("reference", "beartype.beartype")
+    # under the name this package was imported as (lmspec.reference; plain
+    # "reference" only inside a sandbox that shows it to lmspec's own adapters)
+    _install_import_hook(__name__, "beartype.beartype")
 
 __version__ = "0.1.0"

@@ -1,3 +1,3 @@
-from reference.cli import main
+from lmspec.reference.cli import main
 
 raise SystemExit(main())

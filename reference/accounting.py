@@ -35,7 +35,7 @@ d_ff 6,400; SwiGLU, untied embeddings), as computed by this module:
     (see ``activation_counts``), total 52,067,257,344 (≈ 52.1 GB).
 """
 
-from reference.nn.lm import ModelConfig
+from lmspec.reference.nn.lm import ModelConfig
 
 FLOP_KEYS: tuple[str, ...] = (
     "attn_qkv",

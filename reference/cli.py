@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reference.training.config import MODEL_HELP, ConfigError, TrainConfig, default_model
+from lmspec.reference.training.config import MODEL_HELP, ConfigError, TrainConfig, default_model
 
 __all__ = ["main"]
 
@@ -402,7 +402,7 @@ _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"model"}
 
 
 def _run_train_bpe(args: argparse.Namespace) -> int:
-    from reference.tokenizer import Tokenizer, train_bpe
+    from lmspec.reference.tokenizer import Tokenizer, train_bpe
 
     specials = _special_tokens(args)
     _require_file(args.input, "input")
@@ -429,7 +429,7 @@ def _run_train_bpe(args: argparse.Namespace) -> int:
 
 
 def _load_tokenizer(directory: Path, specials: list[str]) -> Any:
-    from reference.tokenizer import Tokenizer
+    from lmspec.reference.tokenizer import Tokenizer
 
     vocab_path, merges_path = directory / "vocab.json", directory / "merges.txt"
     for path in (vocab_path, merges_path):
@@ -439,8 +439,7 @@ def _load_tokenizer(directory: Path, specials: list[str]) -> Any:
 
 def _run_encode(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from reference.tokenizer import encode_file
+    from lmspec.reference.tokenizer import encode_file
 
     if not 0.0 <= args.val_fraction < 1.0:
         raise UsageError(f"--val-fraction ({args.val_fraction}) must be in [0, 1)")
@@ -531,7 +530,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
-    from reference.training.loop import train
+    from lmspec.reference.training.loop import train
 
     progress = not args.no_progress
     print(
@@ -556,7 +555,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _describe_model(config: TrainConfig) -> str:
-    from reference.accounting import count_parameters
+    from lmspec.reference.accounting import count_parameters
 
     m = config.model
     return (
@@ -567,11 +566,10 @@ def _describe_model(config: TrainConfig) -> str:
 
 def _run_generate(args: argparse.Namespace) -> int:
     import torch
-
-    from reference.generation import generate
-    from reference.nn import ModelConfig, TransformerLM
-    from reference.training.checkpoint import read_checkpoint
-    from reference.training.data import resolve_device
+    from lmspec.reference.generation import generate
+    from lmspec.reference.nn import ModelConfig, TransformerLM
+    from lmspec.reference.training.checkpoint import read_checkpoint
+    from lmspec.reference.training.data import resolve_device
 
     if args.max_new_tokens < 0:
         raise UsageError(f"--max-new-tokens ({args.max_new_tokens}) must be >= 0")

@@ -16,11 +16,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from conformance.outcomes import Outcome
-from conformance.report import summary
-from tools.grade import files, points, results
-from tools.grade.report import render_table, write_gradescope, write_junit
+from lmspec.conformance.outcomes import Outcome
+from lmspec.conformance.report import summary
+from lmspec.tools.grade import files, points, results
+from lmspec.tools.grade.report import render_table, write_gradescope, write_junit
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "grader_fixtures"
@@ -154,7 +153,7 @@ def test_summary_keeps_the_likely_cause() -> None:
 def test_points_table_matches_the_handout_and_loads_overrides(tmp_path: Path) -> None:
     """Core points sum to the handout's 62 code points; --points files override and validate."""
     table = points.PointsTable()
-    from conformance.spec_items import ITEMS
+    from lmspec.conformance.spec_items import ITEMS
 
     assert sum(table[i.id] for i in ITEMS if not i.extended) == 62
     f = tmp_path / "p.json"

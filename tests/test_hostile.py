@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-from conformance.sandbox import bwrap_problem
+from lmspec.conformance.sandbox import bwrap_problem
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = REPO / "tests" / "hostile"
@@ -173,7 +172,7 @@ def run_grader(out: Path, *args: str, env: dict | None = None, timeout: float = 
 def _prepare(name: str, folder: Path, port: int) -> tuple[str, list[str]]:
     """The submission folder for a case; (adapter, grader arguments)."""
     if name == "reference":
-        return "reference.adapter", ["--spec", f"0.from_scratch,{BYSTANDER}"]
+        return "lmspec.reference.adapter", ["--spec", f"0.from_scratch,{BYSTANDER}"]
     source = HOSTILE / f"{name}.py"
     header = _header(source)
     sub = folder / "submission"
@@ -329,14 +328,14 @@ def test_forged_events_break_only_the_forger(graded) -> None:
 @pytest.mark.slow
 @NEEDS_BWRAP
 def test_delegating_to_the_reference_is_compromised(graded) -> None:
-    """`from reference.adapter import *` without lmspec's reference in reach:
-    it does not import, and reaching for lmspec's package marks the run compromised."""
+    """`from lmspec.reference.adapter import *` without lmspec in reach: it
+    does not import, and reaching for lmspec's package marks the run compromised."""
     g = graded("delegate_reference")
     _check_common(g, graded, bystander=False)
     assert g.returncode == 1 and g.data["score"] == 0
     assert g.data["compromised"]
-    assert any("'reference'" in r for r in g.data["compromised_reasons"]), g.data["compromised_reasons"]
-    assert "No module named 'reference'" in (g.data["error"] or "")
+    assert any("'lmspec'" in r for r in g.data["compromised_reasons"]), g.data["compromised_reasons"]
+    assert "No module named 'lmspec'" in (g.data["error"] or "")
 
 
 @pytest.mark.slow

@@ -4,8 +4,7 @@ unscored test (a STRICT rule, a SHOULD item) with the reason in the mutant's
 header."""
 
 import pytest
-
-from tools.mutants import discover, run_one
+from lmspec.tools.mutants import discover, run_one
 
 MUTANTS = discover()
 

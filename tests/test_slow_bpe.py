@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from conformance import slow_bpe
-from conformance.oracles.tokenizer import (
+from lmspec.conformance import slow_bpe
+from lmspec.conformance.oracles.tokenizer import (
     EOT,
     EncodeOracle,
     encode_iterable_memory_hint,
@@ -21,7 +20,7 @@ from conformance.oracles.tokenizer import (
     official_corpus_en_output,
     printable_to_bytes,
 )
-from conformance.strategies.tokenizer import (
+from lmspec.conformance.strategies.tokenizer import (
     SMALL_ALPHABET,
     bpe_corpora,
     chunkings,

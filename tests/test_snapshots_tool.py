@@ -5,10 +5,9 @@ to a golden is reported."""
 import shutil
 
 import numpy as np
-
-from conformance import tolerances as T
-from conformance.snapshot_io import npz_bytes
-from tools import snapshots
+from lmspec.conformance import tolerances as T
+from lmspec.conformance.snapshot_io import npz_bytes
+from lmspec.tools import snapshots
 
 
 def test_snapshots_have_no_drift():

@@ -4,9 +4,8 @@ consistent shapes, dtypes and ranges, within the module's size caps."""
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 FEW = settings(max_examples=10)
 

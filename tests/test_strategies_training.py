@@ -7,9 +7,8 @@ import math
 import numpy as np
 import torch
 from hypothesis import given, settings
-
-from conformance import stats
-from conformance.oracles.training import (
+from lmspec.conformance import stats
+from lmspec.conformance.oracles.training import (
     AdamWHyper,
     adamw_trajectory,
     clipped_grads_formula,
@@ -19,7 +18,7 @@ from conformance.oracles.training import (
     top_p_filter64,
     torch_adamw_trajectory,
 )
-from conformance.strategies.training import (
+from lmspec.conformance.strategies.training import (
     CE_ANY_LEAD,
     MAX_ADAMW_STEPS,
     adamw_runs,

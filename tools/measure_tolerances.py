@@ -33,9 +33,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-from conformance.oracles import nn as oracle
-from conformance.strategies import nn as sn
+from lmspec.conformance.oracles import nn as oracle
+from lmspec.conformance.strategies import nn as sn
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = ("tests/variants/einsum_matmul.py", "tests/variants/fused_qkv.py")
@@ -110,7 +109,7 @@ def implementations(names: list[str]) -> dict[str, object]:
         if name == "builtins":
             impls[name] = builtins()
         elif name == "reference":
-            impls[name] = importlib.import_module("reference.adapter")
+            impls[name] = importlib.import_module("lmspec.reference.adapter")
         else:
             impls[Path(name).stem] = _module_from_file(REPO / name)
     return impls

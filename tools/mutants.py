@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tools.grade.judge import REPO, JudgeOptions, run_judge
+from lmspec.tools.grade.judge import REPO, JudgeOptions, run_judge
 
 MUTANTS_DIR = REPO / "tests" / "mutants"
 VARIANTS_DIR = REPO / "tests" / "variants"

@@ -138,7 +138,7 @@ def _cpu_seconds() -> float:
 
 def _quiet_cli(argv: list[str]) -> tuple[int, str]:
     """Run ``python -m reference ARGV`` in this process; return (status, its stdout+stderr)."""
-    from reference.cli import main
+    from lmspec.reference.cli import main
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
@@ -182,9 +182,8 @@ def overfit_one_batch(train_tokens: Any, vocab_size: int) -> tuple[list[float], 
     """Train a fresh model on ONE fixed batch; return the loss curve and steps taken."""
     import numpy as np
     import torch
-
-    from reference.nn import ModelConfig, TransformerLM
-    from reference.training import AdamW, clip_grad_norm, cross_entropy, get_batch
+    from lmspec.reference.nn import ModelConfig, TransformerLM
+    from lmspec.reference.training import AdamW, clip_grad_norm, cross_entropy, get_batch
 
     settings = OVERFIT
     torch.manual_seed(0)
@@ -218,13 +217,12 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
     started = time.perf_counter()
 
     with smoke.stage("import"):
+        import lmspec.reference as reference
         import numpy as np
         import torch
-
-        import reference
-        from reference.training.checkpoint import read_checkpoint
-        from reference.training.config import TrainConfig
-        from reference.training.loop import train
+        from lmspec.reference.training.checkpoint import read_checkpoint
+        from lmspec.reference.training.config import TrainConfig
+        from lmspec.reference.training.loop import train
 
         smoke.cleanup.callback(torch.set_num_threads, torch.get_num_threads())
         torch.set_num_threads(TRAIN["threads"])
@@ -255,7 +253,7 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
         print(_indent(text), end="")
         if status != 0:
             raise SmokeFailure(f"train-bpe exited with {status}")
-        from reference.tokenizer import Tokenizer
+        from lmspec.reference.tokenizer import Tokenizer
 
         tokenizer = Tokenizer.from_files(tok_dir / "vocab.json", tok_dir / "merges.txt", [EOT])
         sample = "Dictionaries are mutable mappings. <|endoftext|> ¿Qué? 1234"
@@ -348,7 +346,7 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
             val_loss is not None and val_loss < uniform - BEAT_UNIFORM_BY,
             f"val {val_loss:.4f} < ln V {uniform:.4f} - {BEAT_UNIFORM_BY} (untrained: {records[0]['val_loss']:.4f})",
         )
-        from reference.plotting import plot_loss_curve
+        from lmspec.reference.plotting import plot_loss_curve
 
         png = plot_loss_curve(
             records,
@@ -416,8 +414,8 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
         )
 
     with smoke.stage("generate"):
-        from reference.generation import generate
-        from reference.nn import ModelConfig, TransformerLM
+        from lmspec.reference.generation import generate
+        from lmspec.reference.nn import ModelConfig, TransformerLM
 
         payload = read_checkpoint(result.checkpoint)
         model = TransformerLM(ModelConfig(**payload["metadata"]["config"]["model"]))

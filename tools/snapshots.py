@@ -27,11 +27,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-
-from conformance import tolerances as T
-from conformance.asserts import describe_mismatch
-from conformance.oracles import nn as O
-from conformance.snapshot_io import MANIFEST, ROOT, npz_bytes, pack, read_manifest, sha256, unpack
+from lmspec.conformance import tolerances as T
+from lmspec.conformance.asserts import describe_mismatch
+from lmspec.conformance.oracles import nn as O
+from lmspec.conformance.snapshot_io import MANIFEST, ROOT, npz_bytes, pack, read_manifest, sha256, unpack
 
 
 class Case(NamedTuple):
@@ -224,7 +223,7 @@ CASES: dict[str, Case] = {
 def generate_arrays(name: str) -> dict[str, np.ndarray]:
     """Run the reference adapter on the case's inputs, check the result against
     the float64 oracle, and return the arrays of the .npz."""
-    from reference import adapter
+    from lmspec.reference import adapter
 
     case = CASES[name]
     kwargs = case.build(torch.Generator().manual_seed(case.seed))

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from conformance.spec_items import BY_ID, ITEMS
+from lmspec.conformance.spec_items import BY_ID, ITEMS
 
 SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
 

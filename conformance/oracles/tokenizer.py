@@ -33,8 +33,7 @@ from pathlib import Path
 
 import regex
 import tiktoken
-
-from conformance.slow_bpe import Pair, pretokenize, split_on_specials
+from lmspec.conformance.slow_bpe import Pair, pretokenize, split_on_specials
 
 EOT = "<|endoftext|>"
 
@@ -442,7 +441,7 @@ def sample_training_text(limit: int = 12_000) -> str:
 @functools.cache
 def slow_trained_vocab() -> tuple[dict[int, bytes], list[Pair]]:
     """The slow oracle trainer on :func:`sample_training_text`, 200 merges."""
-    from conformance.slow_bpe import train_bpe
+    from lmspec.conformance.slow_bpe import train_bpe
 
     result = train_bpe(sample_training_text(), 256 + 1 + 200, [EOT])
     return result.vocab, result.merges

@@ -9,12 +9,12 @@ Each area lives in its own module; this package re-exports all of them so
 ``--adapter reference.adapter`` sees one flat module like a student's file.
 """
 
-from reference.adapter import nn as _nn
-from reference.adapter import tokenizer as _tokenizer
-from reference.adapter import training as _training
-from reference.adapter.nn import *  # noqa: F403
-from reference.adapter.tokenizer import *  # noqa: F403
-from reference.adapter.training import *  # noqa: F403
+from lmspec.reference.adapter import nn as _nn
+from lmspec.reference.adapter import tokenizer as _tokenizer
+from lmspec.reference.adapter import training as _training
+from lmspec.reference.adapter.nn import *  # noqa: F403
+from lmspec.reference.adapter.tokenizer import *  # noqa: F403
+from lmspec.reference.adapter.training import *  # noqa: F403
 
 # Only the adapter functions: `from reference.adapter import *` in a mutant or
 # variant must not shadow names such as `nn` (torch.nn) with our submodules.

@@ -3,8 +3,8 @@
 from collections.abc import Sequence
 from typing import Any
 
-from reference._types import PathLike
-from reference.tokenizer import Tokenizer, train_bpe
+from lmspec.reference._types import PathLike
+from lmspec.reference.tokenizer import Tokenizer, train_bpe
 
 __all__ = ["get_tokenizer", "run_train_bpe"]
 

@@ -13,15 +13,14 @@ import numpy as np
 import numpy.typing as npt
 import torch
 from jaxtyping import Float, Int
+from lmspec.reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
+from lmspec.reference.training.checkpoint import CheckpointSource, load_checkpoint, save_checkpoint
+from lmspec.reference.training.clipping import clip_grad_norm
+from lmspec.reference.training.data import get_batch
+from lmspec.reference.training.loss import cross_entropy, perplexity
+from lmspec.reference.training.optimizer import AdamW
+from lmspec.reference.training.schedule import cosine_lr
 from torch import Tensor
-
-from reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
-from reference.training.checkpoint import CheckpointSource, load_checkpoint, save_checkpoint
-from reference.training.clipping import clip_grad_norm
-from reference.training.data import get_batch
-from reference.training.loss import cross_entropy, perplexity
-from reference.training.optimizer import AdamW
-from reference.training.schedule import cosine_lr
 
 __all__ = [
     "get_adamw_cls",
@@ -147,7 +146,7 @@ def run_generate(
     ``max_new_tokens``. The model runs on the device of the weights.
     """
     # lazy: reference.nn is only needed here, and importing it pulls in the whole model
-    from reference.nn import ModelConfig, TransformerLM, load_weights
+    from lmspec.reference.nn import ModelConfig, TransformerLM, load_weights
 
     config = ModelConfig(
         vocab_size=vocab_size,

@@ -7,17 +7,17 @@ Modules: ``Linear``, ``Embedding``, ``RMSNorm``, ``SwiGLU``, ``SiLUFFN``,
 ``load_weights`` loads CS336-style state dicts strictly.
 """
 
-from reference.nn.activations import silu
-from reference.nn.attention import CausalMultiHeadSelfAttention, scaled_dot_product_attention
-from reference.nn.block import FFN_KINDS, NORM_POSITIONS, TransformerBlock
-from reference.nn.embedding import Embedding
-from reference.nn.ffn import SiLUFFN, SwiGLU, default_d_ff
-from reference.nn.linear import Linear
-from reference.nn.lm import ModelConfig, TransformerLM
-from reference.nn.loading import load_weights
-from reference.nn.rmsnorm import RMSNorm
-from reference.nn.rope import RotaryPositionalEmbedding
-from reference.nn.softmax import softmax
+from lmspec.reference.nn.activations import silu
+from lmspec.reference.nn.attention import CausalMultiHeadSelfAttention, scaled_dot_product_attention
+from lmspec.reference.nn.block import FFN_KINDS, NORM_POSITIONS, TransformerBlock
+from lmspec.reference.nn.embedding import Embedding
+from lmspec.reference.nn.ffn import SiLUFFN, SwiGLU, default_d_ff
+from lmspec.reference.nn.linear import Linear
+from lmspec.reference.nn.lm import ModelConfig, TransformerLM
+from lmspec.reference.nn.loading import load_weights
+from lmspec.reference.nn.rmsnorm import RMSNorm
+from lmspec.reference.nn.rope import RotaryPositionalEmbedding
+from lmspec.reference.nn.softmax import softmax
 
 __all__ = [
     "FFN_KINDS",

@@ -2,12 +2,11 @@
 
 import torch
 from jaxtyping import Float, Integer
+from lmspec.reference.nn.attention import CausalMultiHeadSelfAttention
+from lmspec.reference.nn.ffn import SiLUFFN, SwiGLU
+from lmspec.reference.nn.rmsnorm import RMSNorm
+from lmspec.reference.nn.rope import RotaryPositionalEmbedding
 from torch import Tensor, nn
-
-from reference.nn.attention import CausalMultiHeadSelfAttention
-from reference.nn.ffn import SiLUFFN, SwiGLU
-from reference.nn.rmsnorm import RMSNorm
-from reference.nn.rope import RotaryPositionalEmbedding
 
 NORM_POSITIONS: tuple[str, ...] = ("pre", "post", "none")
 FFN_KINDS: tuple[str, ...] = ("swiglu", "silu")

@@ -2,10 +2,9 @@
 
 import torch
 from jaxtyping import Float
+from lmspec.reference.nn.activations import silu
+from lmspec.reference.nn.linear import Linear
 from torch import Tensor, nn
-
-from reference.nn.activations import silu
-from reference.nn.linear import Linear
 
 
 def default_d_ff(d_model: int) -> int:

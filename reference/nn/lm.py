@@ -4,13 +4,12 @@ from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Integer
+from lmspec.reference.nn.block import FFN_KINDS, NORM_POSITIONS, TransformerBlock, check_choice
+from lmspec.reference.nn.embedding import Embedding
+from lmspec.reference.nn.linear import Linear
+from lmspec.reference.nn.rmsnorm import RMSNorm
+from lmspec.reference.nn.rope import RotaryPositionalEmbedding
 from torch import Tensor, nn
-
-from reference.nn.block import FFN_KINDS, NORM_POSITIONS, TransformerBlock, check_choice
-from reference.nn.embedding import Embedding
-from reference.nn.linear import Linear
-from reference.nn.rmsnorm import RMSNorm
-from reference.nn.rope import RotaryPositionalEmbedding
 
 
 @dataclass(frozen=True)

@@ -11,22 +11,22 @@ Public names:
 - ``gpt2_bytes_to_unicode``: GPT-2's printable byte alphabet of the file format.
 """
 
-from reference.tokenizer.encode_file import EncodeStats, encode_file, token_dtype
-from reference.tokenizer.files import load_vocab_merges, save_vocab_merges
-from reference.tokenizer.gpt2 import (
+from lmspec.reference.tokenizer.encode_file import EncodeStats, encode_file, token_dtype
+from lmspec.reference.tokenizer.files import load_vocab_merges, save_vocab_merges
+from lmspec.reference.tokenizer.gpt2 import (
     bytes_to_printable,
     gpt2_bytes_to_unicode,
     gpt2_unicode_to_bytes,
     printable_to_bytes,
 )
-from reference.tokenizer.pretokenize import (
+from lmspec.reference.tokenizer.pretokenize import (
     GPT2_PATTERN,
     count_pretokens,
     iter_pretokens,
     split_on_special_tokens,
 )
-from reference.tokenizer.tokenizer import Tokenizer
-from reference.tokenizer.train import count_file_pretokens, train_bpe, train_bpe_from_counts
+from lmspec.reference.tokenizer.tokenizer import Tokenizer
+from lmspec.reference.tokenizer.train import count_file_pretokens, train_bpe, train_bpe_from_counts
 
 __all__ = [
     "GPT2_PATTERN",

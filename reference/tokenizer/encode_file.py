@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from lmspec.reference._types import PathLike
+from lmspec.reference.tokenizer.tokenizer import Tokenizer
 from tqdm import tqdm
-
-from reference._types import PathLike
-from reference.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["EncodeStats", "encode_file", "token_dtype"]
 

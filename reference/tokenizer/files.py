@@ -22,8 +22,8 @@ Loading checks every line and raises ValueError naming the file and the line.
 import json
 from pathlib import Path
 
-from reference._types import PathLike
-from reference.tokenizer.gpt2 import non_printable_message, printable_translation_tables
+from lmspec.reference._types import PathLike
+from lmspec.reference.tokenizer.gpt2 import non_printable_message, printable_translation_tables
 
 __all__ = ["load_merges", "load_vocab", "load_vocab_merges", "save_vocab_merges"]
 

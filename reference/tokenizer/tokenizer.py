@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from typing import SupportsIndex
 
-from reference._types import PathLike
-from reference.tokenizer.files import load_vocab_merges, save_vocab_merges
-from reference.tokenizer.pretokenize import (
+from lmspec.reference._types import PathLike
+from lmspec.reference.tokenizer.files import load_vocab_merges, save_vocab_merges
+from lmspec.reference.tokenizer.pretokenize import (
     GPT2_REGEX,
     _check_special_tokens,
     special_prefix_start,

@@ -31,10 +31,9 @@ from collections.abc import Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from pathlib import Path
 
+from lmspec.reference._types import PathLike
+from lmspec.reference.tokenizer.pretokenize import _check_special_tokens, count_pretokens
 from tqdm import tqdm
-
-from reference._types import PathLike
-from reference.tokenizer.pretokenize import _check_special_tokens, count_pretokens
 
 __all__ = [
     "PARALLEL_MIN_BYTES",

@@ -2,7 +2,7 @@
 clipping, batching, checkpoints. The training loop lives in
 ``reference.training.loop`` and is not imported here."""
 
-from reference.training.checkpoint import (
+from lmspec.reference.training.checkpoint import (
     CheckpointError,
     capture_rng_state,
     load_checkpoint,
@@ -10,11 +10,11 @@ from reference.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from reference.training.clipping import clip_grad_norm
-from reference.training.data import InvalidDeviceError, get_batch, resolve_device
-from reference.training.loss import cross_entropy, perplexity
-from reference.training.optimizer import AdamW
-from reference.training.schedule import cosine_lr
+from lmspec.reference.training.clipping import clip_grad_norm
+from lmspec.reference.training.data import InvalidDeviceError, get_batch, resolve_device
+from lmspec.reference.training.loss import cross_entropy, perplexity
+from lmspec.reference.training.optimizer import AdamW
+from lmspec.reference.training.schedule import cosine_lr
 
 __all__ = [
     "AdamW",

@@ -35,17 +35,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from lmspec.reference._types import TokenArray
+from lmspec.reference.nn import TransformerLM
+from lmspec.reference.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from lmspec.reference.training.clipping import clip_grad_norm
+from lmspec.reference.training.config import TrainConfig
+from lmspec.reference.training.data import get_batch, resolve_device
+from lmspec.reference.training.loss import cross_entropy
+from lmspec.reference.training.optimizer import AdamW
+from lmspec.reference.training.schedule import cosine_lr
 from tqdm.auto import tqdm
-
-from reference._types import TokenArray
-from reference.nn import TransformerLM
-from reference.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from reference.training.clipping import clip_grad_norm
-from reference.training.config import TrainConfig
-from reference.training.data import get_batch, resolve_device
-from reference.training.loss import cross_entropy
-from reference.training.optimizer import AdamW
-from reference.training.schedule import cosine_lr
 
 __all__ = ["TrainResult", "evaluate", "open_tokens", "train"]
 
@@ -578,7 +577,7 @@ def _atomic_copy(src: Path, dst: Path) -> None:
 def _plot_quietly(config: TrainConfig, log_path: Path, out_dir: Path) -> Path | None:
     if not config.plot:
         return None
-    from reference.plotting import plot_loss_curve
+    from lmspec.reference.plotting import plot_loss_curve
 
     try:
         return plot_loss_curve(log_path, out_dir / PLOT_NAME, title=f"{config.out_dir}")

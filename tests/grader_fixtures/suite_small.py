@@ -10,9 +10,8 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
-from conformance.asserts import assert_close
-from conformance.tolerances import Tolerance
+from lmspec.conformance.asserts import assert_close
+from lmspec.conformance.tolerances import Tolerance
 
 TOL = Tolerance(1e-5, 1e-5, "stand-in: float32 vs float64 on tiny inputs")
 

@@ -1,8 +1,8 @@
 """Hands in lmspec's own reference implementation as its answers: every
-adapter delegates to ``reference.adapter``. Submissions cannot see lmspec's
+adapter delegates to ``lmspec.reference.adapter``. Submissions cannot see lmspec's
 packages, and reaching for them marks the run compromised."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {
     "does": "delegates every adapter to lmspec's reference",

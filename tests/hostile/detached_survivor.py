@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "leaves a detached survivor that rewrites results.json", "spec": ["2.silu", "2.linear"]}
 MARKER = "@@MARKER@@"

@@ -4,7 +4,7 @@ the grader's outputs: printed, in an exception message, in return values."""
 import os
 import sys
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "leaks the environment into every output it can", "spec": ["2.silu", "2.linear"]}
 _ENV = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()))

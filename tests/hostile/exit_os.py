@@ -2,7 +2,7 @@
 
 import os
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu calls os._exit(0)", "spec": ["2.silu", "2.linear"]}
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu calls sys.exit(3)", "spec": ["2.silu", "2.linear"]}
 

@@ -8,7 +8,7 @@ import glob
 import json
 import os
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "forges test results on every descriptor and report file", "spec": ["2.softmax", "2.linear"]}
 

@@ -2,7 +2,7 @@
 ten tests that call it. One timeout kills the worker, and the function is
 not called again in that grade."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_softmax loops forever", "spec": ["2.softmax", "2.linear"]}
 

@@ -2,7 +2,7 @@
 
 import os
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "os._exit(1) at import", "spec": ["2.silu", "2.linear"]}
 

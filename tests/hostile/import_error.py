@@ -1,6 +1,6 @@
 """Fails to import (a missing package), like a submission that does not run."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "fails to import", "spec": ["2.silu", "2.linear"]}
 

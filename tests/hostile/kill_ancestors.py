@@ -6,8 +6,8 @@ import contextlib
 import os
 import signal
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu SIGKILLs its parent and every process it can see", "spec": ["2.silu", "2.linear"]}
 

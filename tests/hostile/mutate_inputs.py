@@ -2,8 +2,8 @@
 place afterwards (the input zeroed, a weight scaled): a STRICT finding,
 never a failure of the scored tests, never a corrupted oracle."""
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "mutates its inputs after computing correct answers", "spec": ["2.silu", "2.linear"]}
 

@@ -4,8 +4,8 @@ and out to the internet; then answers correctly."""
 
 import socket
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "connects to a loopback listener and to the internet", "spec": ["2.silu", "2.linear"]}
 PORT = int("@@PORT@@")

@@ -6,7 +6,7 @@ the suite is itself a finding."""
 
 import sys
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "replaces the suite's test functions with no-ops at import", "spec": ["2.softmax", "2.linear"]}
 

@@ -4,7 +4,7 @@ answer when the oracle is not there."""
 
 import sys
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "calls the suite's oracle found in sys.modules", "spec": ["2.softmax", "2.linear"]}
 

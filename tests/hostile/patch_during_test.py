@@ -1,8 +1,8 @@
 """Tampers late: the first call of run_silu replaces describe_mismatch (what
 every assert_close relies on) and returns a wrong answer."""
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "patches conformance.asserts during a test", "spec": ["2.silu", "2.linear"]}
 

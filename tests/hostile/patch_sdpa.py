@@ -3,8 +3,7 @@ oracle candidate) with its own wrong attention, and answers the same."""
 
 import torch
 import torch.nn.functional
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {
     "does": "patches F.scaled_dot_product_attention at import",

@@ -3,8 +3,8 @@ correctly)."""
 
 import sys
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu prints 50 MB", "spec": ["2.silu", "2.linear"]}
 _LINE = "x" * 1023 + "\n"

@@ -2,7 +2,7 @@
 
 import ctypes
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu segfaults", "spec": ["2.silu", "2.linear"]}
 

@@ -2,7 +2,7 @@
 between the implementation and the oracle, the oracle would see zeros too and
 agree. Every call gets its own copy, so this fails."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu zeroes its input in place and returns it", "spec": ["2.silu", "2.linear"]}
 

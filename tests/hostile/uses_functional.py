@@ -2,8 +2,7 @@
 from scratch: SPEC §0)."""
 
 import torch.nn.functional as F
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {
     "does": "uses torch.nn.functional.softmax and silu",

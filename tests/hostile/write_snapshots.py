@@ -5,8 +5,8 @@ writable system; the meta-test removes the file should it ever appear."""
 import contextlib
 from pathlib import Path
 
-import reference.adapter as _ref
-from reference.adapter import *  # noqa: F403
+import lmspec.reference.adapter as _ref
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu writes into snapshots/", "spec": ["2.silu", "2.linear"]}
 TARGET = Path("@@REPO@@") / "snapshots" / "_hostile_write_snapshots.npz"

@@ -3,8 +3,8 @@
 import itertools
 from collections import Counter
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import count_file_pretokens
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import count_file_pretokens
 
 MUTANT = {
     "spec": "1.2.train_bpe",

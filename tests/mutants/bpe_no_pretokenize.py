@@ -3,8 +3,8 @@
 from collections import Counter
 from pathlib import Path
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import split_on_special_tokens, train_bpe_from_counts
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import split_on_special_tokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.1.pretokenize",

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import count_pretokens, train_bpe_from_counts
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import count_pretokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.2.train_bpe",

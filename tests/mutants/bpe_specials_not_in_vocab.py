@@ -1,7 +1,7 @@
 """MUTANT: the trained vocabulary leaves the special tokens out."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_train_bpe as _reference_train
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_train_bpe as _reference_train
 
 MUTANT = {
     "spec": "1.2.train_bpe",

@@ -1,7 +1,7 @@
 """MUTANT: pair counts not weighted by pre-token frequency."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import count_file_pretokens, train_bpe_from_counts
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import count_file_pretokens, train_bpe_from_counts
 
 MUTANT = {
     "spec": "1.2.train_bpe",

@@ -1,7 +1,7 @@
 """MUTANT: vocab_size taken to count bytes and merges only (special tokens come on top)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_train_bpe as _reference_train
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_train_bpe as _reference_train
 
 MUTANT = {
     "spec": "1.2.train_bpe",

@@ -1,10 +1,9 @@
 """MUTANT: the decoding loop feeds the FIRST context_length tokens instead of the last."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.generation import sample_next_token
-from reference.nn import ModelConfig, TransformerLM, load_weights
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.generation import sample_next_token
+from lmspec.reference.nn import ModelConfig, TransformerLM, load_weights
 
 MUTANT = {
     "spec": "4.generation",

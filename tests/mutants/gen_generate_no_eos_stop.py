@@ -1,10 +1,9 @@
 """MUTANT: the decoding loop never stops at the end-of-text token."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.generation import sample_next_token
-from reference.nn import ModelConfig, TransformerLM, load_weights
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.generation import sample_next_token
+from lmspec.reference.nn import ModelConfig, TransformerLM, load_weights
 
 MUTANT = {
     "spec": "4.generation",

@@ -1,9 +1,8 @@
 """MUTANT: one sampling step that ignores the generator argument (draws from torch's global RNG)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.generation import temperature_softmax, top_p_filter
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.generation import temperature_softmax, top_p_filter
 
 MUTANT = {
     "spec": "4.generation",

@@ -1,9 +1,8 @@
 """MUTANT: one sampling step that forgets the top-p filter."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.generation import temperature_softmax
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.generation import temperature_softmax
 
 MUTANT = {
     "spec": "4.generation",

@@ -1,8 +1,7 @@
 """MUTANT: top-p in the shifted "cumsum > p" style: one token too many when a set hits p exactly."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "4.generation",

@@ -1,7 +1,7 @@
 """MUTANT: the block ablation ignores use_rope=False (NoPE still rotates)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_transformer_block_ablation as _reference_block
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_transformer_block_ablation as _reference_block
 
 MUTANT = {
     "spec": "2.ablations",

@@ -1,7 +1,7 @@
 """MUTANT: the post-norm LM ablation also drops ln_final (the spec keeps it)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_embedding, run_linear, run_rmsnorm, run_transformer_block_ablation
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_embedding, run_linear, run_rmsnorm, run_transformer_block_ablation
 
 MUTANT = {
     "spec": "2.ablations",

@@ -1,7 +1,7 @@
 """MUTANT: the block drops the residual around the feed-forward sublayer."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
 
 MUTANT = {
     "spec": "2.block",

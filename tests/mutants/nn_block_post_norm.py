@@ -1,7 +1,7 @@
 """MUTANT: the core block is post-norm, z = RMSNorm(x + MHA(x)), instead of pre-norm."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
 
 MUTANT = {"spec": "2.block", "bug": "post-norm block instead of pre-norm", "run": ["2.block"]}
 

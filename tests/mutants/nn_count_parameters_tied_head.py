@@ -1,7 +1,7 @@
 """MUTANT: the parameter count assumes the LM head is tied to the embedding."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_count_parameters as _reference_count
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_count_parameters as _reference_count
 
 MUTANT = {
     "spec": "2.accounting",

@@ -1,6 +1,6 @@
 """MUTANT: Embedding looks up row id − 1 (1-based ids)."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {"spec": "2.embedding", "bug": "row lookup off by one (W[id - 1])", "run": ["2.embedding"]}
 

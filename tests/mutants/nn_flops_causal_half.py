@@ -1,8 +1,8 @@
 """MUTANT: attention FLOPs counted over the causal triangle only (half of Q Kᵀ
 and of the weights-times-V product) instead of the full products."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_forward_flops as _reference_flops
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_forward_flops as _reference_flops
 
 MUTANT = {
     "spec": "2.accounting",

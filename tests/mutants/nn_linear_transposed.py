@@ -1,6 +1,6 @@
 """MUTANT: Linear multiplies by W instead of Wᵀ (treats the weight as (d_in, d_out))."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.linear",

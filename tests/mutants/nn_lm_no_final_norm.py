@@ -1,7 +1,7 @@
 """MUTANT: the LM skips the final RMSNorm before the LM head."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_embedding, run_linear, run_transformer_block
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_embedding, run_linear, run_transformer_block
 
 MUTANT = {"spec": "2.lm", "bug": "final RMSNorm (ln_final) missing", "run": ["2.lm"]}
 

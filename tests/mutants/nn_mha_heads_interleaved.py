@@ -1,9 +1,8 @@
 """MUTANT: heads take interleaved rows of W_Q/W_K/W_V (h, h+H, ...) instead of contiguous blocks."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_linear, run_scaled_dot_product_attention
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_linear, run_scaled_dot_product_attention
 
 MUTANT = {
     "spec": "2.mha",

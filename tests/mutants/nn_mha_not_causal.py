@@ -1,7 +1,7 @@
 """MUTANT: no causal mask: every position attends to the future."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_linear, run_scaled_dot_product_attention
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_linear, run_scaled_dot_product_attention
 
 MUTANT = {"spec": "2.mha", "bug": "causal mask missing", "run": ["2.mha"]}
 

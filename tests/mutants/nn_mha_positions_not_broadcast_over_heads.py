@@ -5,9 +5,8 @@ from heads (and from 1), silently wrong positions when batch = heads. The
 (1, seq) positions of the official test work, which is why it slips through."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 
 MUTANT = {
     "spec": "2.mha",

@@ -1,9 +1,8 @@
 """MUTANT: RoPE applied to V as well as Q and K."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 
 MUTANT = {"spec": "2.mha", "bug": "RoPE also applied to V", "run": ["2.mha"]}
 

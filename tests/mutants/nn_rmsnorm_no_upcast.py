@@ -2,8 +2,7 @@
 float32, visibly off in bfloat16."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.rmsnorm",

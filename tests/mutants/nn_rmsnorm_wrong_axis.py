@@ -1,8 +1,7 @@
 """MUTANT: RMSNorm takes the mean of squares over the first axis."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.rmsnorm",

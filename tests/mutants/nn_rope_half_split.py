@@ -2,8 +2,7 @@
 style) instead of adjacent pairs (x_{2k}, x_{2k+1})."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.rope",

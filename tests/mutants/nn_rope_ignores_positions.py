@@ -1,9 +1,8 @@
 """MUTANT: RoPE uses the sequence index 0..seq-1 and ignores token_positions."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_rope as _reference_rope
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_rope as _reference_rope
 
 MUTANT = {
     "spec": "2.rope",

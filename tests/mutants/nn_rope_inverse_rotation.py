@@ -1,8 +1,7 @@
 """MUTANT: RoPE rotates by −θ (the rotation matrix transposed: sin signs flipped)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.rope",

@@ -1,8 +1,7 @@
 """MUTANT: RoPE frequencies theta^(-k/d_k) instead of theta^(-2k/d_k)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.rope",

@@ -4,8 +4,7 @@ adapter's default ``mask=None`` crashes (``~None``)."""
 import math
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.sdpa",

@@ -1,6 +1,6 @@
 """MUTANT: softmax always normalises over the last dim, ignoring ``dim``."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.softmax",

@@ -1,6 +1,6 @@
 """MUTANT: softmax without subtracting the max (overflows for x + 1000)."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.softmax",

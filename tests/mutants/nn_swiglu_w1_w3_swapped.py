@@ -1,8 +1,7 @@
 """MUTANT: SwiGLU gates with SiLU(W3 x) ⊙ W1 x (w1 and w3 swapped)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "2.swiglu",

@@ -1,7 +1,7 @@
 """MUTANT: a special token absent from the vocabulary is mapped to id 0."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.special_tokens",

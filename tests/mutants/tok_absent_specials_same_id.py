@@ -1,7 +1,7 @@
 """MUTANT: every absent special token gets the same "next free id"."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.special_tokens",

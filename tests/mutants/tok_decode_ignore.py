@@ -1,7 +1,7 @@
 """MUTANT: decode with errors="ignore" (malformed bytes vanish)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.decode",

@@ -1,7 +1,7 @@
 """MUTANT: decode decodes each token's bytes separately, then joins the strings."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.decode",

@@ -1,7 +1,7 @@
 """MUTANT: encode merges the leftmost pair that is any merge, not the lowest-rank one."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.encode",

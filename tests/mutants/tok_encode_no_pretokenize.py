@@ -1,7 +1,7 @@
 """MUTANT: encode runs BPE over whole special-free segments (no GPT-2 pre-tokenization)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.1.pretokenize",

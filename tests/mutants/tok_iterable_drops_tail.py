@@ -1,8 +1,8 @@
 """MUTANT: encode_iterable forgets the text still buffered when the stream ends."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
-from reference.tokenizer.pretokenize import GPT2_REGEX
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
+from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX
 
 MUTANT = {
     "spec": "1.3.encode_iterable",

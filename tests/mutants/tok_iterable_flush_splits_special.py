@@ -1,8 +1,8 @@
 """MUTANT: encode_iterable's flush ignores a special token cut at the end of its buffer."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
-from reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
+from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
 
 MUTANT = {
     "spec": "1.3.encode_iterable",

@@ -2,8 +2,8 @@
 meets in a dict that is never trimmed (``functools.cache`` on the BPE step is
 the same bug)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.encode_iterable",

@@ -1,9 +1,8 @@
 """MUTANT: pre-tokenization pattern without the `\\s+(?!\\S)` alternative."""
 
 import regex
-
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.1.pretokenize",

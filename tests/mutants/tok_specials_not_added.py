@@ -1,7 +1,7 @@
 """MUTANT: special tokens absent from the vocabulary are ignored instead of added."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.special_tokens",

@@ -1,8 +1,8 @@
 """MUTANT: encode ignores special tokens (they go through the GPT-2 pre-tokenizer)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
-from reference.tokenizer.pretokenize import GPT2_REGEX
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
+from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX
 
 MUTANT = {
     "spec": "1.3.special_tokens",

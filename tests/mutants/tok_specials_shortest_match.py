@@ -1,9 +1,8 @@
 """MUTANT: overlapping special tokens matched shortest first."""
 
 import regex
-
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.special_tokens",

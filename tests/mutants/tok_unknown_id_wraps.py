@@ -1,7 +1,7 @@
 """MUTANT: decode looks ids up in a list, so -1 silently means the last token."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 MUTANT = {
     "spec": "1.3.decode",

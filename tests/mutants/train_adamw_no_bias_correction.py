@@ -1,8 +1,7 @@
 """MUTANT: AdamW without bias correction (alpha_t = lr)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.adamw",

@@ -3,8 +3,7 @@ only: it indexes rows with arange(batch), which breaks on (batch, seq, vocab)
 logits (the handout: "any additional batch dimensions")."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.cross_entropy",

@@ -1,8 +1,7 @@
 """MUTANT: cross-entropy with a naive logsumexp (no max subtraction)."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.cross_entropy",

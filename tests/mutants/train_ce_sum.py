@@ -1,6 +1,6 @@
 """MUTANT: cross-entropy summed over positions instead of averaged."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.cross_entropy",

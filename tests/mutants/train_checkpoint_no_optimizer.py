@@ -1,8 +1,7 @@
 """MUTANT: checkpoints without the optimizer state."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.checkpoint",

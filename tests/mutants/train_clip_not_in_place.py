@@ -2,7 +2,7 @@
 
 import math
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.gradient_clipping",

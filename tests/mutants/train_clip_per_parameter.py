@@ -1,8 +1,7 @@
 """MUTANT: gradient clipping by each parameter's own norm."""
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.gradient_clipping",

@@ -2,8 +2,7 @@
 
 import numpy as np
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.get_batch",

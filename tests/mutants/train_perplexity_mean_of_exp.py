@@ -1,6 +1,6 @@
 """MUTANT: perplexity as the mean of per-position exp(CE) instead of exp of the mean."""
 
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {
     "spec": "3.perplexity",

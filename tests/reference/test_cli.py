@@ -18,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from reference.cli import main
-from reference.training.checkpoint import read_checkpoint
-from reference.training.config import ConfigError, TrainConfig
+from lmspec.reference.cli import main
+from lmspec.reference.training.checkpoint import read_checkpoint
+from lmspec.reference.training.config import ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -524,7 +523,7 @@ def test_crash_mid_run_saves_the_last_completed_step(
 ) -> None:
     """A NaN loss at step 5: exit 2 with one error line, and a checkpoint of step 4
     (the batch of the failed step is not consumed: resuming replays it)."""
-    import reference.training.loop as loop
+    import lmspec.reference.training.loop as loop
 
     real = loop.cross_entropy
     calls = {"n": 0}

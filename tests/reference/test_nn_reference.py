@@ -13,17 +13,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
-
-from reference.accounting import (
+from lmspec.reference.accounting import (
     FLOP_KEYS,
     activation_counts,
     adamw_memory,
     count_parameters,
     forward_flops,
 )
-from reference.nn import (
+from lmspec.reference.nn import (
     CausalMultiHeadSelfAttention,
     Embedding,
     Linear,
@@ -38,7 +35,9 @@ from reference.nn import (
     silu,
     softmax,
 )
-from reference.nn.attention import CAUSAL_BLOCK, causal_attend
+from lmspec.reference.nn.attention import CAUSAL_BLOCK, causal_attend
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 F64 = torch.float64
 SMALL = ModelConfig(vocab_size=97, context_length=16, d_model=24, num_layers=2, num_heads=3, d_ff=40)
@@ -421,7 +420,7 @@ def test_gpt2_xl_numbers() -> None:
 
 @pytest.fixture
 def adapter():
-    return pytest.importorskip("reference.adapter.nn", reason="reference.adapter not importable yet")
+    return pytest.importorskip("lmspec.reference.adapter.nn", reason="lmspec.reference.adapter not importable yet")
 
 
 def test_adapter_builds_on_weights_dtype(adapter) -> None:

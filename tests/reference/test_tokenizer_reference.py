@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
-
-from reference.adapter.tokenizer import get_tokenizer, run_train_bpe
-from reference.tokenizer import (
+from lmspec.reference.adapter.tokenizer import get_tokenizer, run_train_bpe
+from lmspec.reference.tokenizer import (
     GPT2_PATTERN,
     Tokenizer,
     count_file_pretokens,
@@ -34,8 +33,8 @@ from reference.tokenizer import (
     train_bpe,
     train_bpe_from_counts,
 )
-from reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
-from reference.tokenizer.train import find_chunk_boundaries
+from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
+from lmspec.reference.tokenizer.train import find_chunk_boundaries
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|x|>"]

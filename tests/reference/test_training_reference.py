@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
-from reference.training import (
+from lmspec.reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
+from lmspec.reference.training import (
     AdamW,
     CheckpointError,
     InvalidDeviceError,
@@ -556,8 +555,8 @@ def test_generate_seeded_sampling_is_reproducible():
 
 def test_run_generate_builds_reference_model_from_weights():
     try:
-        adapter = importlib.import_module("reference.adapter.training")
-        nn = importlib.import_module("reference.nn")
+        adapter = importlib.import_module("lmspec.reference.adapter.training")
+        nn = importlib.import_module("lmspec.reference.nn")
     except ImportError as exc:  # other areas' adapter modules may not exist yet
         pytest.skip(f"reference adapter package not importable yet: {exc}")
     config = nn.ModelConfig(vocab_size=17, context_length=6, d_model=16, num_layers=2, num_heads=2, d_ff=32)

@@ -11,8 +11,7 @@ Everything else comes from the reference adapter.
 import math
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {
     "what": "AdamW decaying after the Adam update, tensor step count, bias-corrected moments",

@@ -10,8 +10,7 @@ import math
 
 import torch
 from einops import einsum, rearrange
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {
     "what": "einsum everywhere, (Q/sqrt(d))K^T, rsqrt RMSNorm, float32 RoPE tables",

@@ -14,8 +14,7 @@ import math
 
 import torch
 from einops import einsum, rearrange
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {
     "what": "3-D-only einops code (b s d patterns) for every layer and cross-entropy",

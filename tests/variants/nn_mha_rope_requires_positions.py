@@ -8,9 +8,8 @@ a head axis before RoPE. Everything else comes from the reference adapter.
 """
 
 import torch
-
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_rope, run_scaled_dot_product_attention
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_rope, run_scaled_dot_product_attention
 
 VARIANT = {"what": "MHA with RoPE raising ValueError on token_positions=None", "run": ["2.mha"]}
 

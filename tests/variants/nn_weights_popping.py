@@ -8,9 +8,9 @@ The block and the LM run through the reference modules under the student's
 key names; everything else comes from the reference adapter.
 """
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_transformer_block as _reference_block
-from reference.adapter import run_transformer_lm as _reference_lm
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_transformer_block as _reference_block
+from lmspec.reference.adapter import run_transformer_lm as _reference_lm
 
 VARIANT = {"what": "adapter popping entries out of its weights dict (mutates its input)", "run": ["2.block", "2.lm"]}
 

@@ -3,8 +3,8 @@ then the 256 bytes (k..k+255), then merges in order. SPEC §1.2 leaves the ids
 of bytes and specials to the implementation; the tokenizer is the reference's,
 which takes any vocabulary."""
 
-from reference.adapter import *  # noqa: F403
-from reference.adapter import run_train_bpe as _reference_train
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import run_train_bpe as _reference_train
 
 VARIANT = {"what": "special tokens get ids 0.., bytes after them", "run": ["1"]}
 

@@ -2,8 +2,8 @@
 raising. The handout does not say what decode does with such ids, so this is
 correct under MUST (raising is a STRICT rule)."""
 
-from reference.adapter import *  # noqa: F403
-from reference.tokenizer import Tokenizer
+from lmspec.reference.adapter import *  # noqa: F403
+from lmspec.reference.tokenizer import Tokenizer
 
 VARIANT = {"what": "decode gives U+FFFD for unknown ids", "run": ["1.3"]}
 

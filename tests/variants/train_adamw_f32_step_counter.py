@@ -9,8 +9,7 @@ Everything else comes from the reference adapter.
 """
 
 import torch
-
-from reference.adapter import *  # noqa: F403
+from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {
     "what": "AdamW with a float32 tensor step counter and float32 bias corrections",

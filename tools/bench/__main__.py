@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench import bpe, encode, grading, suite, train
-from tools.bench.common import load_1min, machine_info
+from lmspec.tools.bench import bpe, encode, grading, suite, train
+from lmspec.tools.bench.common import load_1min, machine_info
 
 SECTIONS = ("bpe", "encode", "train", "suite", "grading")
 

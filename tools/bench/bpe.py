@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench.common import (
+from lmspec.tools.bench.common import (
     EOT,
     emit,
     fixtures_dir,
@@ -41,8 +41,8 @@ from tools.bench.common import (
     summary,
     verdict,
 )
-from tools.bench.corpus import stdlib_corpus
-from tools.grade.files import sha256_file
+from lmspec.tools.bench.corpus import stdlib_corpus
+from lmspec.tools.grade.files import sha256_file
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 TARGET_RATIO = 3.0  # reference wall time within 3x of HF at the same core count
@@ -64,7 +64,7 @@ def _merges_digest(merges: list[tuple[bytes, bytes]]) -> str:
 # --- worker side -------------------------------------------------------------
 def worker_ref(args: dict[str, Any]) -> None:
     """``repeats`` x (count phase [+ merge phase]) in this process; lists of values."""
-    from reference.tokenizer import count_file_pretokens, train_bpe_from_counts
+    from lmspec.reference.tokenizer import count_file_pretokens, train_bpe_from_counts
 
     specials = [EOT]
     result: dict[str, Any] = {"count_s": [], "count_cpu_s": [], "merge_s": [], "merge_cpu_s": []}
@@ -84,7 +84,7 @@ def worker_ref(args: dict[str, Any]) -> None:
         result["merge_cpu_s"].append(c2 - c1)
         result.update(merges=len(merges), merges_sha=_merges_digest(merges))
         if args.get("save") and i == 0:
-            from reference.tokenizer import save_vocab_merges
+            from lmspec.reference.tokenizer import save_vocab_merges
 
             save = Path(args["save"])
             save.mkdir(parents=True, exist_ok=True)
@@ -133,7 +133,7 @@ def worker_hf(args: dict[str, Any]) -> None:
 
 # --- parent side -------------------------------------------------------------
 def _hf_merges(path: Path) -> list[tuple[bytes, bytes]]:
-    from reference.tokenizer import printable_to_bytes
+    from lmspec.reference.tokenizer import printable_to_bytes
 
     merges = json.loads(path.read_text(encoding="utf-8"))["model"]["merges"]
     pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
@@ -142,7 +142,7 @@ def _hf_merges(path: Path) -> list[tuple[bytes, bytes]]:
 
 def _agreement(ref_dir: Path, hf_json: Path) -> dict[str, Any]:
     """How far the two trainers agree: common merge prefix and shared learned tokens."""
-    from reference.tokenizer.files import load_merges
+    from lmspec.reference.tokenizer.files import load_merges
 
     ref = load_merges(ref_dir / "merges.txt")
     hf = _hf_merges(hf_json)
@@ -200,7 +200,7 @@ def plan(quick: bool, cache: Path, log: Any) -> list[tuple[str, Path, int, int]]
 
 def run(out: Path, cache: Path, *, quick: bool, log: Any, own_tokenizer_dir: Path) -> dict[str, Any]:
     """All BPE measurements; also saves the reference's tokenizer for the encode benchmark."""
-    from reference.tokenizer.train import PARALLEL_MIN_BYTES
+    from lmspec.reference.tokenizer.train import PARALLEL_MIN_BYTES
 
     cores = os.cpu_count() or 1
     results: dict[str, Any] = {"inputs": {}, "cores": cores, "notes": []}

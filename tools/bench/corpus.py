@@ -19,7 +19,7 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from tools.bench.common import EOT, fixtures_dir
+from lmspec.tools.bench.common import EOT, fixtures_dir
 
 __all__ = ["encode_text", "stdlib_corpus", "stdlib_documents"]
 

@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tools.bench.bpe import GPT2_PATTERN
-from tools.bench.common import (
+from lmspec.tools.bench.bpe import GPT2_PATTERN
+from lmspec.tools.bench.common import (
     EOT,
     emit,
     fixtures_dir,
@@ -45,7 +45,7 @@ from tools.bench.common import (
     summary,
     verdict,
 )
-from tools.bench.corpus import encode_text, stdlib_corpus
+from lmspec.tools.bench.corpus import encode_text, stdlib_corpus
 
 TARGET_FRACTION = 0.25  # reference >= 1/4 of tiktoken's single-thread throughput
 MEMORY_TARGET = 1 << 20  # encode_iterable peak extra memory < 1 MB (we take MiB)
@@ -88,7 +88,7 @@ def _read_vocab_bytes(vocab_path: str) -> dict[bytes, int]:
 def build(impl: str, vocab_path: str, merges_path: str) -> Any:
     """A tokenizer object of ``impl`` with the given ranks and ``<|endoftext|>``."""
     if impl == "ref":
-        from reference.tokenizer import Tokenizer
+        from lmspec.reference.tokenizer import Tokenizer
 
         return Tokenizer.from_files(vocab_path, merges_path, [EOT])
     if impl == "tiktoken":
@@ -100,9 +100,8 @@ def build(impl: str, vocab_path: str, merges_path: str) -> Any:
         ranks = {t: i for t, i in vocab.items() if t != EOT.encode()}
         return tiktoken.Encoding("bench", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
     if impl == "hf":
+        from lmspec.tools.bench.bpe import _hf_tokenizer
         from tokenizers import AddedToken, Tokenizer, models
-
-        from tools.bench.bpe import _hf_tokenizer
 
         vocab, merges = _printable_files(vocab_path, merges_path)
         pairs = [tuple(m.split(" ")) for m in merges]
@@ -161,7 +160,7 @@ def worker_encode(args: dict[str, Any]) -> None:
 
 def _ref_pretokenize_seconds(text: str) -> float:
     """The special-token split + GPT-2 regex work of ``Tokenizer.encode``, nothing else."""
-    from reference.tokenizer.pretokenize import GPT2_REGEX, special_token_regex
+    from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX, special_token_regex
 
     pattern = special_token_regex([EOT])
     t0 = time.perf_counter()
@@ -174,7 +173,7 @@ def _ref_pretokenize_seconds(text: str) -> float:
 def worker_stream_memory(args: dict[str, Any]) -> None:
     """Peak extra RSS (or the tracemalloc peak) while ``encode_iterable`` consumes a
     file's lines ``passes`` times over, ids counted and dropped."""
-    from reference.tokenizer import Tokenizer
+    from lmspec.reference.tokenizer import Tokenizer
 
     tok = Tokenizer.from_files(args["vocab"], args["merges"], [EOT])
     settings = BULK_SETTINGS if args["settings"] == "bulk" else {}

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env
+from lmspec.tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env
 
 
 def _median_call_s(fn: Any, args: tuple, repeats: int) -> float:
@@ -37,12 +37,11 @@ def _median_call_s(fn: Any, args: tuple, repeats: int) -> float:
 
 
 def per_call(repeats: int) -> dict[str, Any]:
+    import lmspec.reference.adapter as direct
     import torch
-
-    import reference.adapter as direct
-    from conformance.calls import LM_ARGS, lm_weights
-    from conformance.proxy import Implementation
-    from conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.calls import LM_ARGS, lm_weights
+    from lmspec.conformance.proxy import Implementation
+    from lmspec.conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
 
     x = torch.randn(2, 5)
     ids = torch.randint(0, LM_ARGS["vocab_size"], (2, LM_ARGS["context_length"]))
@@ -58,7 +57,7 @@ def per_call(repeats: int) -> dict[str, Any]:
     for mode, sandbox in modes.items():
         impl = None
         if sandbox is not None:
-            spec = WorkerSpec("reference.adapter", None, sandbox=Sandbox.NONE if sandbox == "in" else sandbox)
+            spec = WorkerSpec("lmspec.reference.adapter", None, sandbox=Sandbox.NONE if sandbox == "in" else sandbox)
             spec = WorkerSpec(spec.adapter, None, sandbox=spec.sandbox, allow_reference=True)
             impl = Implementation(spec, in_process=sandbox == "in")
         for label, (name, args) in cases.items():
@@ -70,8 +69,8 @@ def per_call(repeats: int) -> dict[str, Any]:
 
 
 def startup(repeats: int) -> dict[str, Any]:
-    from conformance.proxy import Implementation
-    from conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.proxy import Implementation
+    from lmspec.conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
 
     out: dict[str, Any] = {}
     for sandbox in (Sandbox.NONE, Sandbox.BWRAP):
@@ -80,7 +79,7 @@ def startup(repeats: int) -> dict[str, Any]:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            impl = Implementation(WorkerSpec("reference.adapter", None, sandbox=sandbox, allow_reference=True))
+            impl = Implementation(WorkerSpec("lmspec.reference.adapter", None, sandbox=sandbox, allow_reference=True))
             times.append(time.perf_counter() - t0)
             impl.close()
         out[str(sandbox)] = statistics.median(times)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env, summary
+from lmspec.tools.bench.common import REPO, fmt_s, load_1min, markdown_table, subprocess_env, summary
 
 
 def _run(cmd: list[str], timeout: float) -> dict[str, Any]:

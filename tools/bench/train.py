@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.bench.common import (
+from lmspec.tools.bench.common import (
     emit,
     fmt_bytes,
     fmt_peak,
@@ -95,9 +95,8 @@ def peak_bf16_flops(device_name: str) -> float | None:
 # --- worker side -------------------------------------------------------------
 def worker_train(args: dict[str, Any]) -> None:
     import torch
-
-    from reference.accounting import forward_flops
-    from reference.nn import ModelConfig, TransformerLM
+    from lmspec.reference.accounting import forward_flops
+    from lmspec.reference.nn import ModelConfig, TransformerLM
 
     torch.set_num_threads(args["threads"])
     device = torch.device(args["device"])
@@ -108,13 +107,13 @@ def worker_train(args: dict[str, Any]) -> None:
     result: dict[str, Any] = {"threads": torch.get_num_threads(), "base_rss_bytes": rss_now_bytes()}
 
     if args["impl"] == "ref":
-        from reference.training import AdamW, cross_entropy
+        from lmspec.reference.training import AdamW, cross_entropy
 
         model: Any = TransformerLM(cfg, device=device)
         opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         loss_fn: Callable[..., Any] = cross_entropy
     else:
-        from tools.bench.torch_native import NativeLM, check_equivalence, native_loss
+        from lmspec.tools.bench.torch_native import NativeLM, check_equivalence, native_loss
 
         model = NativeLM(**args["model"]).to(device)
         reference_model = TransformerLM(cfg, device=device)

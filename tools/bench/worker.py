@@ -12,15 +12,15 @@ import sys
 def main(argv: list[str]) -> None:
     task, args = argv[0], json.loads(argv[1])
     if task == "bpe_ref":
-        from tools.bench.bpe import worker_ref as run
+        from lmspec.tools.bench.bpe import worker_ref as run
     elif task == "bpe_hf":
-        from tools.bench.bpe import worker_hf as run
+        from lmspec.tools.bench.bpe import worker_hf as run
     elif task == "encode":
-        from tools.bench.encode import worker_encode as run
+        from lmspec.tools.bench.encode import worker_encode as run
     elif task == "stream_memory":
-        from tools.bench.encode import worker_stream_memory as run
+        from lmspec.tools.bench.encode import worker_stream_memory as run
     elif task == "train":
-        from tools.bench.train import worker_train as run
+        from lmspec.tools.bench.train import worker_train as run
     else:
         raise SystemExit(f"unknown benchmark task {task!r}")
     run(args)

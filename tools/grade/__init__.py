@@ -18,11 +18,11 @@ __all__ = ["grade", "main"]
 
 def __getattr__(name: str):
     if name == "grade":
-        from tools.grade.grading import grade
+        from lmspec.tools.grade.grading import grade
 
         return grade
     if name == "main":
-        from tools.grade.cli import main
+        from lmspec.tools.grade.cli import main
 
         return main
     raise AttributeError(name)

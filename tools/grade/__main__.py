@@ -1,5 +1,5 @@
 """``python -m tools.grade``: see tools/grade/cli.py."""
 
-from tools.grade.cli import main
+from lmspec.tools.grade.cli import main
 
 raise SystemExit(main())

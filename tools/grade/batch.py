@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from tools.grade.grading import NotGraded, grade
-from tools.grade.judge import JudgeOptions
-from tools.grade.results import GradeReport
+from lmspec.tools.grade.grading import NotGraded, grade
+from lmspec.tools.grade.judge import JudgeOptions
+from lmspec.tools.grade.results import GradeReport
 
 ADAPTER_CANDIDATES = ("tests/adapters.py", "adapters.py")
 

@@ -1,4 +1,4 @@
-"""Command line of the grader: ``python -m tools.grade`` (``nox -s grade``).
+"""Command line of the grader: ``lmspec grade`` (also ``python -m tools.grade``, ``nox -s grade``).
 
 Exit status: 0 when every required (core) item passes, or the score reaches
 ``--fail-under``; 1 otherwise (including a submission that fails to import, a
@@ -12,12 +12,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from conformance.spec_items import ITEMS
-from tools.grade.batch import grade_batch
-from tools.grade.grading import NotGraded, grade
-from tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
-from tools.grade.points import PointsFileError, PointsTable, load_points
-from tools.grade.report import render_table
+from lmspec.conformance.spec_items import ITEMS
+from lmspec.tools.grade.batch import find_adapter, grade_batch
+from lmspec.tools.grade.grading import NotGraded, grade
+from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
+from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
+from lmspec.tools.grade.report import render_table
 
 FORMATS = ("table", "json", "junit", "gradescope")
 
@@ -28,16 +28,19 @@ class UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tools.grade",
-        description="Grade implementations with the lmspec conformance suite.",
+        prog="lmspec grade",
+        description="Grade an implementation with the lmspec conformance suite: a CS336 repository "
+        "(its tests/adapters.py), an adapters file, or an importable module; without one, lmspec's reference.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
     p.add_argument(
-        "--adapter",
+        "target",
+        nargs="?",
         default=None,
-        help="adapters file or module to grade (default: reference.adapter)",
+        help="a repository folder, an adapters file or a module (default: lmspec's reference)",
     )
+    p.add_argument("--adapter", default=None, help="the same as TARGET (kept for scripts)")
     p.add_argument("--batch", default=None, metavar="DIR", help="grade every submission folder in DIR")
     p.add_argument("--out", default="grade-out", metavar="DIR", help="output folder (default ./grade-out)")
     p.add_argument("--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS))
@@ -153,6 +156,14 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
             raise UsageError(f"--{name.replace('_', '-')} must be > 0")
     if args.memory_limit < 0 or (args.jobs is not None and args.jobs < 1):
         raise UsageError("--memory-limit must be >= 0 and --jobs >= 1")
+    if args.target and args.adapter:
+        raise UsageError("give TARGET or --adapter, not both")
+    args.adapter = args.adapter or args.target
+    if args.adapter and Path(args.adapter).is_dir():
+        found = find_adapter(Path(args.adapter))
+        if found is None:
+            raise UsageError(f"{args.adapter}: no tests/adapters.py or adapters.py in this folder (or one below)")
+        args.adapter = str(found)
     if args.adapter and args.batch:
         raise UsageError("give --adapter or --batch, not both")
     if args.batch and not Path(args.batch).is_dir():
@@ -160,7 +171,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
     if args.batch and not any(p.is_dir() for p in Path(args.batch).iterdir()):
         raise UsageError(f"--batch {args.batch}: no submission folders in it")
     if args.sandbox == "bwrap":
-        from conformance.sandbox import bwrap_problem
+        from lmspec.conformance.sandbox import bwrap_problem
 
         problem = bwrap_problem()
         if problem is not None:
@@ -254,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                 env=args.env,
                 env_cache=args.env_cache,
             )
-        adapter = args.adapter or "reference.adapter"
+        adapter = args.adapter or "lmspec.reference.adapter"
         jobs = args.jobs or min(cores, 4)
         display = _ProgressDisplay("grading", enabled=not args.quiet)
         try:

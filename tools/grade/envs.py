@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.grade.repository import Repository
+from lmspec.tools.grade.repository import Repository
 
 #: Never installed for a submission: the grader's builds are used.
 NEVER_INSTALL = frozenset(

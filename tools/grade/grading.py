@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_ADAPTER, looks_like_path, submission_root
-from tools.grade import envs
-from tools.grade.files import diff_digests, tree_digest, verify_manifest
-from tools.grade.judge import JudgeOptions, run_judge
-from tools.grade.points import PointsTable
-from tools.grade.report import write_gradescope, write_json, write_junit
-from tools.grade.repository import inspect, python_problem
-from tools.grade.results import GradeReport, build_report
+from lmspec.conformance.adapter import DEFAULT_ADAPTER, looks_like_path, submission_root
+from lmspec.tools.grade import envs
+from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
+from lmspec.tools.grade.judge import JudgeOptions, run_judge
+from lmspec.tools.grade.points import PointsTable
+from lmspec.tools.grade.report import write_gradescope, write_json, write_junit
+from lmspec.tools.grade.repository import inspect, python_problem
+from lmspec.tools.grade.results import GradeReport, build_report
 
 
 def resolve_target(adapter: str) -> str:

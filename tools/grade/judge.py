@@ -77,7 +77,7 @@ def judge_command(target: str, options: JudgeOptions, report: Path, progress: Pa
     # the plugin explicitly, and no conftest.py at all: a submission's own
     # conftest (or tests) can never be loaded by the judge
     args = [sys.executable, "-m", "pytest", *options.suite, "-q", "--tb=short", "--rootdir", str(REPO), "--noconftest"]
-    for plugin in (*plugins, "conformance.plugin"):
+    for plugin in (*plugins, "lmspec.conformance.plugin"):
         args += ["-p", plugin]
     args += [
         f"--adapter={target}",

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.spec_items import BY_ID
+from lmspec.conformance.spec_items import BY_ID
 
 DEFAULT_POINTS: dict[str, float] = {
     "0.from_scratch": 0,  # audited, reported separately

@@ -22,8 +22,8 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conformance.outcomes import Outcome
-from tools.grade.results import GradeReport, Group, ItemResult, Status, TestResult, _num
+from lmspec.conformance.outcomes import Outcome
+from lmspec.tools.grade.results import GradeReport, Group, ItemResult, Status, TestResult, _num
 
 _STATUS_COLOR = {
     "pass": "32",
@@ -54,11 +54,11 @@ def _paint(text: str, status: str, color: bool) -> str:
 
 
 def _strict_cell(item: ItemResult) -> str:
-    if item.strict is None:
+    if item.strict is None or item.strict.status in (Status.NOT_IMPLEMENTED, Status.NOT_PROVIDED):
         return "-"
     if item.strict.status in (Status.PASS, Status.SKIPPED):
         return "ok"
-    bad = sum(t.outcome not in (Outcome.PASSED, Outcome.SKIPPED) for t in item.strict.tests)
+    bad = sum(t.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT) for t in item.strict.tests)
     return f"{bad} finding{'s' if bad != 1 else ''}"
 
 
@@ -227,7 +227,7 @@ def write_gradescope(report: GradeReport, path: Path) -> None:
             output.append("no forbidden torch definitions found")
         bad = [t for t in item.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
         output.extend(f"  {t.outcome}: {t.short}: {t.summary}" for t in bad[:20])
-        if item.strict is not None and item.strict.status not in (Status.PASS, Status.SKIPPED):
+        if item in report.strict_findings():
             output.append("STRICT (behaviour beyond the course's contract; reported, not scored):")
             bad = [t for t in item.strict.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
             output.extend(f"  {t.short}: {t.summary}" for t in bad[:10])

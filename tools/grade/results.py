@@ -21,9 +21,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.outcomes import Outcome
-from conformance.spec_items import BY_ID, ITEMS
-from tools.grade.points import PointsTable
+from lmspec.conformance.outcomes import Outcome
+from lmspec.conformance.spec_items import BY_ID, ITEMS
+from lmspec.tools.grade.points import PointsTable
 
 SCHEMA = "lmspec-grade/2"
 AUDIT_ITEM = "0.from_scratch"
@@ -178,8 +178,9 @@ class GradeReport:
         return [i for i in self.items if i.group == name]
 
     def strict_findings(self) -> list[ItemResult]:
-        """Items whose STRICT tests did not all pass."""
-        return [i for i in self.items if i.strict is not None and i.strict.status not in (Status.PASS, Status.SKIPPED)]
+        """Items whose STRICT tests did not all pass (an absent function is not a finding)."""
+        quiet = (Status.PASS, Status.SKIPPED, Status.NOT_IMPLEMENTED, Status.NOT_PROVIDED)
+        return [i for i in self.items if i.strict is not None and i.strict.status not in quiet]
 
     def test_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
