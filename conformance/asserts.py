@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from lmspec.conformance.tolerances import Tolerance
 
 # Taken before any implementation under test is imported, so a submission

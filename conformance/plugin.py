@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+
 from lmspec.conformance import report
 from lmspec.conformance.adapter import (
     CORE_FUNCTIONS,
@@ -85,6 +86,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=["auto", "cpu", "cuda", "all"],
     )
     g.addoption("--max-examples", type=int, default=None, help="Hypothesis max_examples override")
+    g.addoption(
+        "--shrink-budget",
+        type=float,
+        default=10.0,
+        help="seconds Hypothesis may spend shrinking one failure (10): past it, the failure is shown "
+        "as far as it got, and the report says so",
+    )
     g.addoption("--xfails-file", default=None, help="file of test-id substrings to mark xfail")
     g.addoption("--skips-file", default=None, help="file of test-id substrings to skip")
     g.addoption("--list-spec", action="store_true", help="list spec items with their tests and exit")
@@ -260,11 +268,16 @@ def available_devices(choice: str) -> list[str]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """--max-examples on top of whichever profile Hypothesis' own plugin loaded."""
+    """--max-examples on top of whichever profile Hypothesis' own plugin
+    loaded; the shrink budget (Hypothesis documents this constant as the one
+    to set: its default is five minutes a failure)."""
     examples = session.config.getoption("max_examples")
     if examples:
         settings.register_profile("_lmspec_override", parent=settings.default, max_examples=examples)
         settings.load_profile("_lmspec_override")
+    from hypothesis.internal.conjecture import engine
+
+    engine.MAX_SHRINKING_SECONDS = session.config.getoption("shrink_budget")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -400,5 +413,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.user_properties.append(("spec", sid))
         item.user_properties.append(("strength", strength(item)))
     target = getattr(item.config, "_lmspec_target", None)
-    if target is not None and target.impl is not None and target.impl.channel is not None:
-        item._lmspec_output_mark = target.impl.channel.output.total  # type: ignore[attr-defined]
+    if target is not None and target.impl is not None:
+        target.impl.begin_test(item.nodeid)
+        if target.impl.channel is not None:
+            item._lmspec_output_mark = target.impl.channel.output.total  # type: ignore[attr-defined]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from _pytest.outcomes import OutcomeException
+
 from lmspec.conformance.adapter import NotImplementedByAdapter
 from lmspec.conformance.channel import ChannelClosed, ChannelTimeout, InProcessChannel, ProcessChannel
 from lmspec.conformance.outcomes import Fault
@@ -61,6 +62,17 @@ class WorkerFault(OutcomeException):
     def __init__(self, fault: Fault, message: str):
         super().__init__(message, pytrace=False)
         self.fault = fault
+
+
+class RepeatedFailure(OutcomeException):
+    """The implementation raised the same exception on REPEAT_LIMIT inputs of
+    one test: the test fails with that first failure at once, without calling
+    the function on the rest of its examples (Hypothesis lets a pytest
+    outcome through without shrinking it further)."""
+
+
+#: Identical exceptions from one function within one test before it stops.
+REPEAT_LIMIT = 5
 
 
 class SubmissionError(Exception):
@@ -190,10 +202,20 @@ class Implementation:
         self._forget: list[int] = []
         self._ids = itertools.count(1)
         self._seq = 0
+        self.startups: list[float] = []  # seconds of every worker start (restarts included)
+        self.current_test = ""
+        self._repeats: dict[tuple[str, str, str], tuple[Exception, int]] = {}
         self._start()
 
     # --- the worker process -------------------------------------------------------------
     def _start(self) -> None:
+        started = time.monotonic()
+        try:
+            self._start_worker()
+        finally:
+            self.startups.append(round(time.monotonic() - started, 3))
+
+    def _start_worker(self) -> None:
         self.generation += 1
         self._mirrors.clear()
         self._forget.clear()
@@ -344,11 +366,30 @@ class Implementation:
             if err.get("not_implemented"):
                 raise NotImplementedByAdapter(key.split(".")[0], extended=False, detail=str(err.get("message") or ""))
             self._note_lmspec_import(err)
-            raise remote_exception(err, self.spec.memory_gb)
+            exc = remote_exception(err, self.spec.memory_gb)
+            self._count_repeats(key, err, exc)
+            raise exc
         mutated = reply.get("mutated")
         self.last_mutations = [str(m) for m in mutated] if isinstance(mutated, list) else []
         self.mutations.extend((key, m) for m in self.last_mutations)
         return reply["ok"]
+
+    def begin_test(self, nodeid: str) -> None:
+        """A new test starts: its repeated-failure counts start from zero."""
+        self.current_test = nodeid
+        self._repeats.clear()
+
+    def _count_repeats(self, key: str, err: dict[str, Any], exc: Exception) -> None:
+        """After REPEAT_LIMIT identical failures of ``key`` in this test, end it."""
+        signature = (key, str(err.get("type")), str(err.get("message", "")).split("\n", 1)[0][:300])
+        first, count = self._repeats.get(signature, (exc, 0))
+        self._repeats[signature] = (first, count + 1)
+        if count + 1 >= REPEAT_LIMIT:
+            raise RepeatedFailure(
+                f"{first.remote_type}: {first}\n(the same failure on {count + 1} inputs of this test; "  # type: ignore[attr-defined]
+                f"{key} was not called on the rest)",
+                pytrace=False,
+            )
 
     def _decode_hook(self, key: str, marshal: "_Marshal") -> Callable[[Tagged], Any]:
         creator = key.split(".")[0]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from lmspec.conformance.adapter import CALL_STYLE, FILE_ARGS, REPLAYABLE, WRITEBACK_ARGS, signature
 from lmspec.conformance.outcomes import Fault
 from lmspec.conformance.proxy import Implementation, WorkerFault

@@ -12,6 +12,7 @@ submission).
 """
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from _pytest.outcomes import OutcomeException
+
 from lmspec.conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
 from lmspec.conformance.outcomes import Fault, Outcome
 
@@ -27,9 +29,17 @@ MESSAGE_CHARS = 3000
 _LMSPEC_DIRS = tuple(str(REPO_ROOT / d) + "/" for d in ("reference", "conformance", "tools"))
 
 
+#: When this module was imported: Python, pytest, torch, Hypothesis and the
+#: suite's plugin are loaded by then (the judge's start-up).
+IMPORTED_AT = time.time()
+_PHASE = re.compile(r"during (\w+) phase \(([\d.]+) seconds\)")
+_STOPPED = re.compile(r"Stopped because (.+)")
+
+
 def configure(config: pytest.Config) -> None:
     config._lmspec_results = {}  # type: ignore[attr-defined]
     config._lmspec_started = time.time()  # type: ignore[attr-defined]
+    config._lmspec_stamps = {"imported": IMPORTED_AT, "configured": time.time()}  # type: ignore[attr-defined]
     config.pluginmanager.register(_Hooks(config), "lmspec-report")
 
 
@@ -49,6 +59,7 @@ def record_worker(config: pytest.Config, target: Any) -> None:
         "ready": impl.ready if impl is not None else None,
         "start_error": str(target.start_error) if target.start_error is not None else None,
         "start_fault": str(getattr(target.start_error, "fault", "")) or None,
+        "startups": impl.startups if impl is not None else [],
     }
     (_session_dir(config) / f"ready-{_process_tag(config)}.json").write_text(json.dumps(record, default=str))
 
@@ -77,6 +88,30 @@ def record_findings(config: pytest.Config, target: Any) -> None:
             if not own and not allowed:
                 findings.append(f"the submission tried to import lmspec's own package {name!r}")
     (_session_dir(config) / f"findings-{_process_tag(config)}.json").write_text(json.dumps(sorted(set(findings))))
+
+
+def record_startups(config: pytest.Config, target: Any) -> None:
+    """Seconds of every worker start of this judge process (restarts included)."""
+    if target.impl is not None:
+        path = _session_dir(config) / f"startups-{_process_tag(config)}.json"
+        path.write_text(json.dumps(target.impl.startups))
+
+
+def hypothesis_phases(statistics: str) -> dict[str, Any]:
+    """Seconds per Hypothesis phase (generate, shrink...) and why it stopped,
+    from the statistics Hypothesis' pytest plugin leaves on the item."""
+    phases: dict[str, Any] = {name: float(seconds) for name, seconds in _PHASE.findall(statistics)}
+    stopped = _STOPPED.search(statistics)
+    if stopped:
+        phases["stopped"] = stopped.group(1).strip()
+    return phases
+
+
+def note_shrink_budget(message: str, phases: dict[str, Any]) -> str:
+    """A failure whose shrinking hit the budget says that its input is not minimal."""
+    if "slow" in str(phases.get("stopped", "")):
+        return message + "\n(shrinking stopped at its time budget, --shrink-budget: this input may not be the smallest)"
+    return message
 
 
 def record_fixtures(config: pytest.Config) -> None:
@@ -164,6 +199,7 @@ def classify(report: pytest.TestReport, fault: str | None, message: str) -> Outc
 class _Hooks:
     def __init__(self, config: pytest.Config):
         self.config = config
+        self._setup_s: dict[str, float] = {}
         path = config.getoption("lmspec_progress")
         self.progress = open(path, "a", buffering=1) if path and not hasattr(config, "workerinput") else None  # noqa: SIM115
 
@@ -173,12 +209,14 @@ class _Hooks:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(self.config, "workerinput") and session.items:
+            self.config._lmspec_stamps.setdefault("collected", time.time())  # type: ignore[attr-defined]
             self._progress({"collected": len(session.items)})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if not getattr(self, "_announced", False):
             self._announced = True
+            self.config._lmspec_stamps.setdefault("collected", time.time())  # type: ignore[attr-defined]
             self._progress({"collected": len(ids)})
 
     @pytest.hookimpl(wrapper=True)
@@ -190,6 +228,9 @@ class _Hooks:
             if fault is not None:
                 report.user_properties.append(("fault", str(fault)))
             report.user_properties.append(("message", failure_message(call.excinfo.value)))
+        statistics = getattr(item, "hypothesis_statistics", None)
+        if call.when == "teardown" and isinstance(statistics, str):
+            report.user_properties.append(("hypothesis", hypothesis_phases(statistics)))
         target = getattr(item.config, "_lmspec_target", None)
         mark = getattr(item, "_lmspec_output_mark", None)
         if call.when == "teardown" and mark is not None and target is not None and target.impl is not None:
@@ -202,8 +243,15 @@ class _Hooks:
         if report.when != "call" and report.outcome == "passed":
             props = dict(report.user_properties)
             record = self.config._lmspec_results.get(report.nodeid)  # type: ignore[attr-defined]
-            if "output_bytes" in props and record is not None:
-                record["props"]["output_bytes"] = props["output_bytes"]
+            if record is None:  # setup: its time joins the test's record
+                self._setup_s[report.nodeid] = report.duration
+                return
+            for key in ("output_bytes", "hypothesis"):
+                if key in props:
+                    record["props"][key] = props[key]
+            if "hypothesis" in props and record["outcome"] != Outcome.PASSED:
+                record["message"] = note_shrink_budget(record["message"], props["hypothesis"])
+            record["duration_s"] = round(record["duration_s"] + report.duration, 4)
             return
         props = dict(report.user_properties)
         if report.skipped:
@@ -229,10 +277,11 @@ class _Hooks:
             "outcome": str(outcome),
             "message": message,
             "summary": summary(message),
-            "duration_s": round(report.duration, 4),
+            "duration_s": round(report.duration + self._setup_s.pop(report.nodeid, 0.0), 4),
             "props": {k: v for k, v in props.items() if k not in ("spec", "strength", "message")},
         }
         results[report.nodeid] = record  # a failed teardown after a passed call replaces it
+        self.config._lmspec_stamps.setdefault("first_result", time.time())  # type: ignore[attr-defined]
         self._progress({"nodeid": report.nodeid, "outcome": record["outcome"], "record": record})
 
     @pytest.hookimpl(trylast=True)
@@ -241,6 +290,7 @@ class _Hooks:
         target = getattr(config, "_lmspec_target", None)
         if target is not None and target.impl is not None:
             record_findings(config, target)
+            record_startups(config, target)
         record_fixtures(config)
         path = config.getoption("lmspec_report")
         if self.progress is not None:
@@ -295,6 +345,8 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         if ready
         else list(EXTENDED_FUNCTIONS),
         "exitstatus": exitstatus,
+        "stamps": {**config._lmspec_stamps, "finished": time.time()},  # type: ignore[attr-defined]
+        "worker_startups": [x for batch in _read_all(folder, "startups") for x in batch],
         "duration_s": round(time.time() - config._lmspec_started, 3),  # type: ignore[attr-defined]
         "python": sys.version.split()[0],
         "tests": list(config._lmspec_results.values()),  # type: ignore[attr-defined]

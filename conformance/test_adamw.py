@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import example, given, note
+
 from lmspec.conformance.asserts import assert_close, describe_mismatch
 from lmspec.conformance.oracles.training import (
     AdamWHyper,

@@ -16,6 +16,7 @@ import pytest
 import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
+
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.oracles import nn as oracle

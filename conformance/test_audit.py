@@ -24,6 +24,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from lmspec.conformance.adapter import CORE_FUNCTIONS, REPO_ROOT
 from lmspec.conformance.calls import CALLS
 from lmspec.conformance.proxy import Implementation

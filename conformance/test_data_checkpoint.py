@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from lmspec.conformance import stats
 from lmspec.conformance.asserts import assert_close, assert_dtype, assert_equal, assert_shape
 from lmspec.conformance.tolerances import EXACT

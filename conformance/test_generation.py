@@ -12,6 +12,7 @@ import functools
 import pytest
 import torch
 from hypothesis import example, given, note
+
 from lmspec.conformance import stats
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.oracles.training import (

@@ -13,6 +13,7 @@ argument after the call with a copy taken before it (tools/worker/server.py).
 from pathlib import Path
 
 import pytest
+
 from lmspec.conformance.calls import CALLS
 from lmspec.conformance.proxy import Implementation
 from lmspec.conformance.spec_items import ITEMS

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 from hypothesis import example, given, note
+
 from lmspec.conformance.asserts import assert_close, describe_mismatch
 from lmspec.conformance.oracles.training import (
     F64,

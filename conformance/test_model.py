@@ -15,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.oracles import nn as oracle

@@ -14,6 +14,7 @@ STRICT tests (reported, never scored).
 import pytest
 import torch
 from hypothesis import example, given, note
+
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_dtype, assert_shape
 from lmspec.conformance.oracles import nn as oracle

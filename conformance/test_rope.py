@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
+
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_shape, describe_mismatch
 from lmspec.conformance.oracles import nn as oracle

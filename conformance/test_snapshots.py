@@ -7,6 +7,7 @@ up to one tolerance of float32 error)."""
 import numpy as np
 import pytest
 import torch
+
 from lmspec.conformance import tolerances
 from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.snapshot_io import ROOT, read_manifest, sha256, unpack

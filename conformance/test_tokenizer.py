@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import example, given
+
 from lmspec.conformance import slow_bpe
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.oracles.tokenizer import (

@@ -4,6 +4,7 @@ handout does not say: returning U+FFFD or skipping them is correct under MUST)."
 
 import pytest
 from hypothesis import example, given
+
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.oracles.tokenizer import EOT
 from lmspec.conformance.strategies.tokenizer import tokenizer_text, unicode_text

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.oracles.tokenizer import (
     EOT,

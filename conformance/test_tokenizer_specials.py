@@ -6,6 +6,7 @@ handout says "append" without fixing the ids)."""
 
 import pytest
 from hypothesis import example, given
+
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.oracles.tokenizer import EOT, assert_encodes, slow_trained_vocab
 from lmspec.conformance.strategies.tokenizer import tokenizer_text

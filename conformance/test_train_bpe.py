@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import example, given
+
 from lmspec.conformance import slow_bpe
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.oracles.tokenizer import EOT, official_corpus_en_output

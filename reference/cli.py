@@ -439,6 +439,7 @@ def _load_tokenizer(directory: Path, specials: list[str]) -> Any:
 
 def _run_encode(args: argparse.Namespace) -> int:
     import numpy as np
+
     from lmspec.reference.tokenizer import encode_file
 
     if not 0.0 <= args.val_fraction < 1.0:
@@ -566,6 +567,7 @@ def _describe_model(config: TrainConfig) -> str:
 
 def _run_generate(args: argparse.Namespace) -> int:
     import torch
+
     from lmspec.reference.generation import generate
     from lmspec.reference.nn import ModelConfig, TransformerLM
     from lmspec.reference.training.checkpoint import read_checkpoint

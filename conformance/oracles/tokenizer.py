@@ -33,6 +33,7 @@ from pathlib import Path
 
 import regex
 import tiktoken
+
 from lmspec.conformance.slow_bpe import Pair, pretokenize, split_on_specials
 
 EOT = "<|endoftext|>"

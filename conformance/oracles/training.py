@@ -14,8 +14,9 @@ from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from lmspec.conformance.oracles.nn import ModelConfig, lm
 from torch import Tensor
+
+from lmspec.conformance.oracles.nn import ModelConfig, lm
 
 # Taken at import (before any submission code runs in a test), so a
 # submission that patches torch cannot change what the oracles compute.

@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 import torch
 from hypothesis import strategies as st
-from lmspec.conformance.oracles.nn import ModelConfig, block_weight_shapes, lm_weight_shapes
 from torch import Tensor
+
+from lmspec.conformance.oracles.nn import ModelConfig, block_weight_shapes, lm_weight_shapes
 
 MAX_LEAD_DIMS = 3  # "any number of leading dims": 0..3 of them
 MAX_LEAD_SIZE = 3

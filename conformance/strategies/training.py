@@ -9,8 +9,9 @@ from typing import NamedTuple
 
 import torch
 from hypothesis import strategies as st
-from lmspec.conformance.oracles.training import AdamWHyper
 from torch import Tensor
+
+from lmspec.conformance.oracles.training import AdamWHyper
 
 MAX_LEAD_DIMS = 3
 MAX_LEAD_SIZE = 4

@@ -14,6 +14,8 @@ may be an int (beartype, unlike PEP 484, does not let int stand for float).
 
 import torch
 from jaxtyping import Bool, Float, Integer
+from torch import Tensor
+
 from lmspec.reference.accounting import count_parameters, forward_flops
 from lmspec.reference.nn import (
     CausalMultiHeadSelfAttention,
@@ -31,7 +33,6 @@ from lmspec.reference.nn import (
     silu,
     softmax,
 )
-from torch import Tensor
 
 __all__ = [
     "run_count_parameters",

@@ -13,6 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 from jaxtyping import Float, Int
+from torch import Tensor
+
 from lmspec.reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
 from lmspec.reference.training.checkpoint import CheckpointSource, load_checkpoint, save_checkpoint
 from lmspec.reference.training.clipping import clip_grad_norm
@@ -20,7 +22,6 @@ from lmspec.reference.training.data import get_batch
 from lmspec.reference.training.loss import cross_entropy, perplexity
 from lmspec.reference.training.optimizer import AdamW
 from lmspec.reference.training.schedule import cosine_lr
-from torch import Tensor
 
 __all__ = [
     "get_adamw_cls",

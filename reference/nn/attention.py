@@ -4,9 +4,10 @@ import math
 
 import torch
 from jaxtyping import Bool, Float, Integer
+from torch import Tensor, nn
+
 from lmspec.reference.nn.linear import Linear
 from lmspec.reference.nn.rope import RotaryPositionalEmbedding
-from torch import Tensor, nn
 
 # Query rows per block in `causal_attend`. 64 keeps a block's (64 × keys)
 # scores in cache for the lengths the spec's configs use; measured on 2 CPU

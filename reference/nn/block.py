@@ -2,20 +2,13 @@
 
 import torch
 from jaxtyping import Float, Integer
+from torch import Tensor, nn
+
+from lmspec.reference.model_config import FFN_KINDS, NORM_POSITIONS, check_choice
 from lmspec.reference.nn.attention import CausalMultiHeadSelfAttention
 from lmspec.reference.nn.ffn import SiLUFFN, SwiGLU
 from lmspec.reference.nn.rmsnorm import RMSNorm
 from lmspec.reference.nn.rope import RotaryPositionalEmbedding
-from torch import Tensor, nn
-
-NORM_POSITIONS: tuple[str, ...] = ("pre", "post", "none")
-FFN_KINDS: tuple[str, ...] = ("swiglu", "silu")
-
-
-def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    """Raise a ValueError naming ``name``, ``value`` and the allowed values."""
-    if value not in allowed:
-        raise ValueError(f"{name} ({value!r}) must be one of {', '.join(map(repr, allowed))}")
 
 
 class TransformerBlock(nn.Module):

@@ -2,9 +2,10 @@
 
 import torch
 from jaxtyping import Float
+from torch import Tensor, nn
+
 from lmspec.reference.nn.activations import silu
 from lmspec.reference.nn.linear import Linear
-from torch import Tensor, nn
 
 
 def default_d_ff(d_model: int) -> int:

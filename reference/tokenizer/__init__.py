@@ -11,22 +11,37 @@ Public names:
 - ``gpt2_bytes_to_unicode``: GPT-2's printable byte alphabet of the file format.
 """
 
-from lmspec.reference.tokenizer.encode_file import EncodeStats, encode_file, token_dtype
-from lmspec.reference.tokenizer.files import load_vocab_merges, save_vocab_merges
-from lmspec.reference.tokenizer.gpt2 import (
-    bytes_to_printable,
-    gpt2_bytes_to_unicode,
-    gpt2_unicode_to_bytes,
-    printable_to_bytes,
-)
-from lmspec.reference.tokenizer.pretokenize import (
-    GPT2_PATTERN,
-    count_pretokens,
-    iter_pretokens,
-    split_on_special_tokens,
-)
-from lmspec.reference.tokenizer.tokenizer import Tokenizer
-from lmspec.reference.tokenizer.train import count_file_pretokens, train_bpe, train_bpe_from_counts
+import importlib
+from typing import Any
+
+# Names are imported on first use: training a tokenizer never loads numpy
+# (encode_file's), so ``lmspec train-bpe`` starts in a fraction of a second.
+_WHERE = {
+    "EncodeStats": "encode_file",
+    "encode_file": "encode_file",
+    "token_dtype": "encode_file",
+    "load_vocab_merges": "files",
+    "save_vocab_merges": "files",
+    "bytes_to_printable": "gpt2",
+    "gpt2_bytes_to_unicode": "gpt2",
+    "gpt2_unicode_to_bytes": "gpt2",
+    "printable_to_bytes": "gpt2",
+    "GPT2_PATTERN": "pretokenize",
+    "count_pretokens": "pretokenize",
+    "iter_pretokens": "pretokenize",
+    "split_on_special_tokens": "pretokenize",
+    "Tokenizer": "tokenizer",
+    "count_file_pretokens": "train",
+    "train_bpe": "train",
+    "train_bpe_from_counts": "train",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
 
 __all__ = [
     "GPT2_PATTERN",

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
+
 from lmspec.reference._types import PathLike
 from lmspec.reference.tokenizer.tokenizer import Tokenizer
-from tqdm import tqdm
 
 __all__ = ["EncodeStats", "encode_file", "token_dtype"]
 

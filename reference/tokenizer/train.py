@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from pathlib import Path
 
+from tqdm import tqdm
+
 from lmspec.reference._types import PathLike
 from lmspec.reference.tokenizer.pretokenize import _check_special_tokens, count_pretokens
-from tqdm import tqdm
 
 __all__ = [
     "PARALLEL_MIN_BYTES",

@@ -1,34 +1,33 @@
 """Training utilities (SPEC §3): loss, AdamW, cosine schedule, gradient
 clipping, batching, checkpoints. The training loop lives in
-``reference.training.loop`` and is not imported here."""
+``reference.training.loop``. Names are imported on first use, so that
+``reference.training.config`` (what the command line needs) never imports
+torch."""
 
-from lmspec.reference.training.checkpoint import (
-    CheckpointError,
-    capture_rng_state,
-    load_checkpoint,
-    read_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-)
-from lmspec.reference.training.clipping import clip_grad_norm
-from lmspec.reference.training.data import InvalidDeviceError, get_batch, resolve_device
-from lmspec.reference.training.loss import cross_entropy, perplexity
-from lmspec.reference.training.optimizer import AdamW
-from lmspec.reference.training.schedule import cosine_lr
+import importlib
+from typing import Any
 
-__all__ = [
-    "AdamW",
-    "CheckpointError",
-    "InvalidDeviceError",
-    "capture_rng_state",
-    "clip_grad_norm",
-    "cosine_lr",
-    "cross_entropy",
-    "get_batch",
-    "load_checkpoint",
-    "perplexity",
-    "read_checkpoint",
-    "resolve_device",
-    "restore_rng_state",
-    "save_checkpoint",
-]
+_WHERE = {
+    "CheckpointError": "checkpoint",
+    "capture_rng_state": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "read_checkpoint": "checkpoint",
+    "restore_rng_state": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "clip_grad_norm": "clipping",
+    "InvalidDeviceError": "data",
+    "get_batch": "data",
+    "resolve_device": "data",
+    "cross_entropy": "loss",
+    "perplexity": "loss",
+    "AdamW": "optimizer",
+    "cosine_lr": "schedule",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmspec.reference.nn import ModelConfig
+from lmspec.reference.model_config import ModelConfig
 
 __all__ = [
     "DTYPES",

@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
-from lmspec.reference._types import TokenArray
+from tqdm.auto import tqdm
+
 from lmspec.reference.nn import TransformerLM
 from lmspec.reference.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from lmspec.reference.training.clipping import clip_grad_norm
@@ -44,9 +46,10 @@ from lmspec.reference.training.data import get_batch, resolve_device
 from lmspec.reference.training.loss import cross_entropy
 from lmspec.reference.training.optimizer import AdamW
 from lmspec.reference.training.schedule import cosine_lr
-from tqdm.auto import tqdm
 
 __all__ = ["TrainResult", "evaluate", "open_tokens", "train"]
+
+TokenArray = npt.NDArray[np.integer]
 
 LOG_NAME = "log.jsonl"
 PLOT_NAME = "loss.png"

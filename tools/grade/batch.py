@@ -1,16 +1,31 @@
-"""``--batch DIR``: grade every submission folder in DIR, several at a time,
-and write ``summary.csv`` (one row per submission)."""
+"""``--batch DIR``: grade a whole course on Dask distributed
+(tools/grade/distributed.py), resumably, and write per submission its
+results (results.json, junit.xml, gradescope_results.json, report.html)
+under ``--out/<name>/``, then ``summary.csv`` (one row per submission),
+``dashboard.html`` (tools/grade/dashboard.py) and ``spec.html``.
+
+A submission is a folder of DIR (a repository with ``tests/adapters.py`` or
+``adapters.py``, also one level down) or a single ``*.py`` adapters file in
+DIR. Its content hash (its archive plus the settings that change results)
+is recorded in its results.json (``batch.content_hash``): a later run with
+the same hash reuses those results instead of grading again, unless
+``--regrade``. results.json is written last, so an interrupted batch leaves
+either complete results or none for a submission.
+"""
 
 import csv
+import json
+import os
+import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmspec.tools.grade.grading import NotGraded, grade
 from lmspec.tools.grade.judge import JudgeOptions
-from lmspec.tools.grade.results import GradeReport
+from lmspec.tools.grade.points import PointsTable
 
 ADAPTER_CANDIDATES = ("tests/adapters.py", "adapters.py")
 
@@ -26,6 +41,24 @@ def find_adapter(folder: Path) -> Path | None:
             if (base / rel).is_file():
                 return base / rel
     return None
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str
+    path: Path  # a folder, or a single adapters file
+
+
+def find_submissions(folder: Path) -> list[Submission]:
+    """Every submission in ``folder``: its sub-folders and its ``*.py`` files
+    (a file named like a folder keeps its ``.py`` in its name)."""
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")))
+    dirs = [p for p in entries if p.is_dir()]
+    files = [p for p in entries if p.is_file() and p.suffix == ".py"]
+    taken = {p.name for p in dirs}
+    subs = [Submission(p.name, p) for p in dirs]
+    subs += [Submission(p.stem if p.stem not in taken else p.name, p) for p in files]
+    return sorted(subs, key=lambda s: s.name)
 
 
 CSV_FIELDS = (
@@ -46,91 +79,253 @@ CSV_FIELDS = (
     "passed",
     "error",
     "adapter",
+    # added by the Dask batch
+    "strict_findings",
+    "reused",
+    "worker",
+    "content_hash",
+    "report",
 )
 
 
-def _row(name: str, report: GradeReport | None, adapter: Path | None, error: str | None, seconds: float) -> dict:
+def row_from_results(name: str, data: dict[str, Any] | None, *, error: str | None = None) -> dict[str, Any]:
+    """The summary row of one submission, from its results.json (None: not graded)."""
     row: dict[str, Any] = dict.fromkeys(CSV_FIELDS, "")
-    row.update(name=name, adapter=str(adapter or ""), duration_s=round(seconds, 1), error=error or "")
-    if report is None:
-        row.update(score=0, compromised=False, passed=False)
+    row.update(name=name, error=error or "")
+    if data is None:
+        row.update(score=0, compromised=False, passed=False, duration_s=0.0)
         return row
-    statuses = [i.status for i in report.items if i.group == "core"]
+    statuses = [i.get("status") for i in data.get("items") or [] if i.get("group") == "core"]
+    batch = data.get("batch") or {}
     row.update(
-        score=report.to_json()["score"],
-        max_score=report.to_json()["max_score"],
-        percent=round(report.percent, 1),
-        extended_score=report.to_json()["extended_score"],
-        extended_max_score=report.to_json()["extended_max_score"],
+        score=data.get("score"),
+        max_score=data.get("max_score"),
+        percent=round(float(data.get("percent") or 0.0), 1),
+        extended_score=data.get("extended_score"),
+        extended_max_score=data.get("extended_max_score"),
         items_pass=statuses.count("pass"),
         items_fail=statuses.count("fail"),
         items_not_implemented=statuses.count("not implemented"),
         items_error=statuses.count("error"),
         items_timeout=statuses.count("timeout"),
-        audit_findings=len(report.audit),
-        compromised=report.compromised,
-        passed=report.passed,
-        error=report.error or "",
+        audit_findings=len(data.get("audit") or []),
+        duration_s=round(float(batch.get("task_s") or data.get("duration_s") or 0.0), 1),
+        compromised=bool(data.get("compromised")),
+        passed=bool(data.get("passed")),
+        error=data.get("error") or "",
+        adapter=(data.get("implementation") or {}).get("adapter", ""),
+        strict_findings=data.get("strict_findings", 0),
+        worker=batch.get("worker", ""),
+        content_hash=batch.get("content_hash", ""),
+        report=f"{name}/report.html",
     )
     return row
+
+
+def _load_results(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _store(out: Path, name: str, files: dict[str, bytes]) -> None:
+    """Replace ``out/name`` with the files a worker sent back: written into a
+    staging folder first, results.json last, then swapped in."""
+    final = out / name
+    staging, old = out / f".{name}.partial", out / f".{name}.old"
+    for stale in (staging, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    for rel in sorted(files, key=lambda r: r == "results.json"):
+        path = staging / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(files[rel])
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staging, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _fixtures_folder(explicit: str | None) -> Path | None:
+    """The oracle files the client would use (they travel to the workers):
+    --fixtures, else LMSPEC_FIXTURES, else ../shared/fixtures beside lmspec."""
+    from lmspec.tools.grade.files import REPO
+
+    for candidate in (explicit, os.environ.get("LMSPEC_FIXTURES"), str(REPO.parent / "shared" / "fixtures")):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser().resolve()
+    return None
+
+
+class _Progress:
+    """tqdm with an ETA on a terminal; a line per submission otherwise."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.enabled, self.total, self.done, self.bar = enabled, total, 0, None
+        self.start = time.monotonic()
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="grading", unit="sub", file=sys.stderr)
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        self.done += 1
+        note = f"{row['name']}: {row['score']}/{row['max_score']}" + (" (error)" if row["error"] else "")
+        if self.bar is not None:
+            self.bar.set_postfix_str(note, refresh=False)
+            self.bar.update(1)
+        elif self.enabled:
+            elapsed = time.monotonic() - self.start
+            eta = elapsed / self.done * (self.total - self.done)
+            print(f"[{self.done}/{self.total}] {note}  ({elapsed:.0f} s, ETA {eta:.0f} s)", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def grade_batch(
     folder: Path,
     *,
     out: Path,
-    jobs: int,
     options: JudgeOptions,
+    points: PointsTable | None = None,
+    formats: tuple[str, ...] = ("json", "junit", "gradescope", "html"),
+    fail_under: float | None = None,
+    env: str = "none",
+    env_cache: str | None = None,
+    fixtures: str | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    regrade: bool = False,
     quiet: bool = False,
-    **grade_options: Any,
+    task: Callable[..., Any] | None = None,
 ) -> int:
-    """Grade each submission folder (``jobs`` at a time, one process each);
-    exit status 0 when every submission passes. ``grade_options`` go to grade()."""
-    subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Grade every submission in ``folder`` on Dask; exit status 0 when every
+    submission passes. ``task`` replaces the Dask task (tests inject faults)."""
+    from lmspec.tools.grade import distributed as dist
+    from lmspec.tools.grade.dashboard import Entry, render_dashboard
+    from lmspec.tools.grade.outputs import write_spec_page, write_text_atomic
+
+    points = points or PointsTable()
+    subs = find_submissions(folder)
     if not subs:
-        raise ValueError(f"--batch {folder}: no submission folders")
+        raise ValueError(f"--batch {folder}: no submission folders or .py files")
     out.mkdir(parents=True, exist_ok=True)
-    rows: dict[str, dict] = {}
-
-    def one(sub: Path) -> dict:
-        t0 = time.monotonic()
-        adapter = find_adapter(sub)
-        if adapter is None:
-            return _row(sub.name, None, None, f"no {' or '.join(ADAPTER_CANDIDATES)} found", 0.0)
-        try:
-            report = grade(str(adapter), out=out / sub.name, options=options, **grade_options)
-        except NotGraded as exc:
-            return _row(sub.name, None, adapter, f"not graded: {exc}", time.monotonic() - t0)
-        except Exception as exc:  # one broken submission never stops the batch
-            error = f"grader error: {type(exc).__name__}: {exc}"
-            return _row(sub.name, None, adapter, error, time.monotonic() - t0)
-        return _row(sub.name, report, adapter, None, time.monotonic() - t0)
-
-    bar = None
+    payload = dist.make_payload(
+        options,
+        points=points,
+        formats=formats,
+        fail_under=fail_under,
+        env=env,
+        env_cache=env_cache,
+        fixtures=_fixtures_folder(fixtures if fixtures is not None else options.fixtures),
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any] | None] = {}
+    todo: list[tuple[Submission, dist.Packed, str]] = []
+    for sub in subs:
+        packed = dist.pack(sub.path)
+        digest = dist.content_hash(packed, payload)
+        previous = _load_results(out / sub.name)
+        if not regrade and previous is not None and (previous.get("batch") or {}).get("content_hash") == digest:
+            rows[sub.name] = row_from_results(sub.name, previous) | {"reused": True}
+            results[sub.name] = previous
+        else:
+            todo.append((sub, packed, digest))
     if not quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(subs), desc="submissions", unit="sub", file=sys.stderr)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for fut in as_completed([pool.submit(one, sub) for sub in subs]):
-            row = fut.result()
-            rows[row["name"]] = row
-            if bar is not None:
-                bar.set_postfix_str(f"{row['name']}: {row['score']}/{row['max_score']}")
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+        print(
+            f"{len(subs)} submissions: {len(subs) - len(todo)} already graded with these settings "
+            f"(unchanged), {len(todo)} to grade",
+            file=sys.stderr,
+        )
+    if todo:
+        _run(todo, out, payload, rows, results, workers=workers, scheduler=scheduler, quiet=quiet, task=task)
+    write_spec_page(out)
     summary = out / "summary.csv"
-    with open(summary, "w", newline="") as f:
+    tmp = summary.with_name(".summary.csv.tmp")
+    with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for sub in subs:
             writer.writerow(rows[sub.name])
+    os.replace(tmp, summary)
+    entries = [
+        Entry(
+            s.name,
+            rows[s.name],
+            results.get(s.name),
+            f"{s.name}/report.html" if (out / s.name / "report.html").is_file() else None,
+        )
+        for s in subs
+    ]
+    write_text_atomic(out / "dashboard.html", render_dashboard(entries, title=f"lmspec batch: {folder.name}"))
     if not quiet:
         for sub in subs:
             r = rows[sub.name]
             flag = "  COMPROMISED" if r["compromised"] is True else ""
             note = f"  ({r['error']})" if r["error"] else ""
             print(f"{sub.name:<30} {r['score']}/{r['max_score']}{flag}{note}")
-        print(f"summary: {summary}")
+        print(f"summary: {summary}\ndashboard: {out / 'dashboard.html'}")
     return 0 if all(r["passed"] is True for r in rows.values()) else 1
+
+
+def _run(
+    todo: list[tuple[Submission, Any, str]],
+    out: Path,
+    payload: Any,
+    rows: dict[str, dict[str, Any]],
+    results: dict[str, dict[str, Any] | None],
+    *,
+    workers: int | None,
+    scheduler: str | None,
+    quiet: bool,
+    task: Callable[..., Any] | None,
+) -> None:
+    from distributed import as_completed
+
+    from lmspec.tools.grade import distributed as dist
+
+    client, cluster = dist.open_client(scheduler, workers or os.cpu_count() or 1, quiet=quiet)
+    progress = _Progress(len(todo), enabled=not quiet)
+    try:
+        shared = client.scatter(payload, broadcast=True)
+        futures = {}
+        for n, (sub, packed, digest) in enumerate(todo):
+            future = client.submit(
+                task or dist.grade_archive,
+                packed.archive,
+                sub.name,
+                digest,
+                shared,
+                key=f"lmspec-grade-{n}-{digest[:16]}",
+                retries=1,
+                pure=False,
+                priority=-n,  # in order: the first submitted finish first
+            )
+            futures[future] = sub
+        for future in as_completed(futures):
+            sub = futures.pop(future)
+            try:
+                result = future.result()
+            except Exception as exc:  # a task that failed everywhere never stops the batch
+                kind = type(exc).__name__
+                why = "its worker died every time it ran" if kind == "KilledWorker" else f"{kind}: {exc}"
+                rows[sub.name], results[sub.name] = row_from_results(sub.name, None, error=f"grader error: {why}"), None
+            else:
+                if result.files.get("results.json"):
+                    _store(out, sub.name, result.files)
+                    data = _load_results(out / sub.name)
+                    rows[sub.name], results[sub.name] = row_from_results(sub.name, data), data
+                else:
+                    rows[sub.name] = row_from_results(sub.name, None, error=result.error or "no results")
+                    rows[sub.name].update(duration_s=round(result.seconds, 1), worker=result.worker)
+                    results[sub.name] = None
+            rows[sub.name]["reused"] = False
+            progress(rows[sub.name])
+    finally:
+        progress.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()

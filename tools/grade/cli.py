@@ -17,7 +17,7 @@ from lmspec.tools.grade.batch import find_adapter, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
 from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
-from lmspec.tools.grade.report import render_table
+from lmspec.tools.grade.report import render_table, render_timings
 
 FORMATS = ("table", "json", "junit", "gradescope")
 
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the official CS336 fixture files (else LMSPEC_FIXTURES, the graded repository's "
         "tests/fixtures, ../shared/fixtures)",
     )
+    p.add_argument("--timings", action="store_true", help="print where the grading's time went (also in results.json)")
     p.add_argument("--quiet", action="store_true", help="no progress display and no table")
     return p
 
@@ -284,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             display.close()
         if "table" in formats and not args.quiet:
             print(render_table(report, color=sys.stdout.isatty()))
+        if args.timings:
+            print(render_timings(report))
             print(f"  results: {Path(args.out) / 'results.json'}")
         return 0 if report.passed else 1
     except NotGraded as exc:

@@ -17,7 +17,7 @@ from lmspec.tools.grade.judge import JudgeOptions, run_judge
 from lmspec.tools.grade.points import PointsTable
 from lmspec.tools.grade.report import write_gradescope, write_json, write_junit
 from lmspec.tools.grade.repository import inspect, python_problem
-from lmspec.tools.grade.results import GradeReport, build_report
+from lmspec.tools.grade.results import GradeReport, build_report, timings
 
 
 def resolve_target(adapter: str) -> str:
@@ -132,6 +132,7 @@ def grade(
         run_error=run.problem,
         fail_under=fail_under,
     )
+    report.timings = timings(run.report or {}, run.started_at, (_dt.datetime.now(_dt.UTC) - started).total_seconds())
     report.implementation["repository"] = repo.to_json() if repo is not None else None
     report.implementation["environment"] = env_report
     report.implementation["fixtures"] = (run.report or {}).get("fixtures")

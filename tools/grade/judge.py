@@ -61,6 +61,7 @@ class JudgeRun:
     seconds: float
     timed_out: bool
     log: Path
+    started_at: float = 0.0  # wall clock when the judge process was started
 
     @property
     def problem(self) -> str | None:
@@ -158,6 +159,7 @@ def run_judge(
     for stale in (report, progress_file):
         stale.unlink(missing_ok=True)
     start = time.monotonic()
+    started_at = time.time()
     deadline = start + options.total_timeout_s
     timed_out = False
     state = {"done": 0, "total": None, "failures": 0}
@@ -195,7 +197,7 @@ def run_judge(
             data = None
     if data is None and timed_out:
         data = _partial_report(progress_file, options)
-    return JudgeRun(data, proc.returncode, time.monotonic() - start, timed_out, log)
+    return JudgeRun(data, proc.returncode, time.monotonic() - start, timed_out, log, started_at)
 
 
 def _partial_report(progress_file: Path, options: JudgeOptions) -> dict[str, Any]:

@@ -13,7 +13,8 @@ How a STRICT result appears (SPEC.md: reported per item, never scored):
   type="strict-finding">`` with its message, so no CI turns red for a rule
   the course does not grade;
 - Gradescope: the item's test entry keeps its score; its output gets a
-  "STRICT (reported, not scored)" paragraph.
+  "STRICT (reported, not scored)" paragraph (tools/grade/gradescope.py, which
+  also sets each item's visibility and the leaderboard, and validates the file).
 """
 
 import json
@@ -23,6 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from lmspec.conformance.outcomes import Outcome
+from lmspec.tools.grade.gradescope import write_gradescope  # noqa: F401 (re-exported: grading.py, tests)
 from lmspec.tools.grade.results import GradeReport, Group, ItemResult, Status, TestResult, _num
 
 _STATUS_COLOR = {
@@ -129,6 +131,36 @@ def _row(item: ItemResult, color: bool, width: int) -> str:
     return f"  {item.id:<26} {status} {pts:>9} {_strict_cell(item):>10}  {_clip(item.explanation, width - 70)}"
 
 
+def render_timings(report: GradeReport) -> str:
+    """``--timings``: where the grading's time went."""
+    t = report.timings
+    if not t:
+        return "  timings: not recorded"
+
+    def s(key: str) -> str:
+        value = t.get(key)
+        return f"{value:6.2f} s" if isinstance(value, int | float) else "     -  "
+
+    starts = t.get("worker_startups_s") or []
+    lines = [
+        "  timings (wall clock)",
+        f"    judge start-up (Python, pytest, torch, the suite) {s('judge_startup_s')}",
+        f"    collection                                        {s('collection_s')}",
+        f"    until the first result (worker start-up)          {s('until_first_result_s')}",
+        f"    tests                                             {s('tests_wall_s')}",
+        f"    after the judge (scoring, reports)                {s('after_judge_s')}",
+        f"    total                                             {s('total_s')}",
+        f"  worker starts: {len(starts)} ({', '.join(f'{x:.2f}' for x in starts)} s)",
+        f"  tests' own time, summed over the judge's processes: {t.get('tests_summed_s', 0):.2f} s, "
+        f"of which Hypothesis shrinking {t.get('shrinking_s', 0):.2f} s and timeouts {t.get('timeouts_s', 0):.2f} s",
+    ]
+    if t.get("shrink_budget_reached"):
+        lines.append(f"  shrinking stopped at its budget in {len(t['shrink_budget_reached'])} test(s)")
+    slowest = list((t.get("per_item_s") or {}).items())[:8]
+    lines.append("  slowest items: " + ", ".join(f"{k} {v:.1f} s" for k, v in slowest))
+    return "\n".join(lines)
+
+
 def write_json(report: GradeReport, path: Path) -> None:
     path.write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
 
@@ -208,55 +240,3 @@ def _case(suite: ET.Element, classname: str, t: TestResult) -> ET.Element:
         file=path_part,
         time=f"{t.duration_s:.3f}",
     )
-
-
-def write_gradescope(report: GradeReport, path: Path) -> None:
-    """Gradescope autograder format: one test per spec item. Core items carry
-    their points; extended items and the audit are shown with max_score 0."""
-    tests = []
-    for item in report.items:
-        counted = item.group == Group.CORE
-        output = [f"status: {item.status}"]
-        if item.explanation:
-            output.append(item.explanation)
-        if item.group == Group.EXTENDED:
-            output.append(f"optional item, not in the score: {_pts(item.points)}/{_pts(item.max_points)}")
-        if item.group == Group.AUDIT and report.audit:
-            output.extend(f"{f.get('function')} ({f.get('kind')}) at {f.get('where')}" for f in report.audit)
-        elif item.group == Group.AUDIT:
-            output.append("no forbidden torch definitions found")
-        bad = [t for t in item.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
-        output.extend(f"  {t.outcome}: {t.short}: {t.summary}" for t in bad[:20])
-        if item in report.strict_findings():
-            output.append("STRICT (behaviour beyond the course's contract; reported, not scored):")
-            bad = [t for t in item.strict.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
-            output.extend(f"  {t.short}: {t.summary}" for t in bad[:10])
-        tests.append(
-            {
-                "name": f"{item.id} {item.title}",
-                "number": item.id,
-                "score": _num(item.points) if counted and not report.compromised else 0,
-                "max_score": _num(item.max_points) if counted else 0,
-                "status": "passed" if item.status == Status.PASS else "failed",
-                "output": "\n".join(output),
-                "visibility": "visible",
-            }
-        )
-    summary = [
-        f"lmspec: {_pts(report.score)}/{_pts(report.max_score)} ({report.percent:.1f}%)",
-        f"extended (optional): {_pts(report.extended_score)}/{_pts(report.extended_max_score)}",
-        f"STRICT findings (not scored): {len(report.strict_findings())}",
-        f"from-scratch audit: {report.audit_status}",
-    ]
-    if report.error:
-        summary.insert(0, f"ERROR: {report.error}")
-    if report.compromised:
-        summary.insert(0, "COMPROMISED: " + "; ".join(report.compromised_reasons[:5]))
-    payload = {
-        "score": _num(report.score),
-        "execution_time": round(report.duration_s),
-        "output": "\n".join(summary),
-        "stdout_visibility": "hidden",
-        "tests": tests,
-    }
-    path.write_text(json.dumps(payload, indent=1) + "\n")

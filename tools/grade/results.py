@@ -169,6 +169,7 @@ class GradeReport:
     faults: list[dict[str, Any]] = field(default_factory=list)
     passed: bool = False  # the exit-code verdict
     points_source: str = ""
+    timings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def percent(self) -> float:
@@ -213,6 +214,7 @@ class GradeReport:
             "warnings": self.warnings,
             "faults": self.faults,
             "points_source": self.points_source,
+            "timings": self.timings,
             "items": [i.to_json() for i in self.items],
         }
 
@@ -426,3 +428,46 @@ def _audit(items: list[ItemResult]) -> list[dict[str, Any]]:
                         seen.add(key)
                         found.append(finding)
     return found
+
+
+def timings(judge: dict[str, Any], started_at: float, total_s: float) -> dict[str, Any]:
+    """Where a grading's time went, by phase (``--timings``; results.json).
+
+    Wall-clock phases of the judge process (start-up: Python, pytest, torch,
+    Hypothesis and the suite's plugin; collection; the first result, which
+    waits for the worker's start; the tests), every worker start, and the tests' own
+    time per item, of which Hypothesis shrinking and timeouts (summed over the
+    judge's parallel processes, so it can exceed the wall time)."""
+    stamps = judge.get("stamps") or {}
+    out: dict[str, Any] = {"total_s": round(total_s, 2)}
+
+    def span(a: float | None, b: float | None) -> float | None:
+        return round(b - a, 2) if a and b else None
+
+    out["judge_startup_s"] = span(started_at, stamps.get("configured"))
+    out["collection_s"] = span(stamps.get("configured"), stamps.get("collected"))
+    out["until_first_result_s"] = span(stamps.get("collected"), stamps.get("first_result"))
+    out["tests_wall_s"] = span(stamps.get("first_result"), stamps.get("finished"))
+    out["after_judge_s"] = round(started_at + total_s - stamps["finished"], 2) if stamps.get("finished") else None
+    startups = [float(x) for x in judge.get("worker_startups") or []]
+    out["worker_startups_s"] = startups
+    per_item: dict[str, float] = {}
+    shrink = 0.0
+    shrink_stopped: list[str] = []
+    timeouts = 0.0
+    for record in judge.get("tests") or []:
+        seconds = float(record.get("duration_s") or 0.0)
+        item = str(record.get("spec"))
+        per_item[item] = per_item.get(item, 0.0) + seconds
+        phases = (record.get("props") or {}).get("hypothesis") or {}
+        shrink += float(phases.get("shrink", 0.0))
+        if "slow" in str(phases.get("stopped", "")):
+            shrink_stopped.append(str(record.get("nodeid")))
+        if record.get("outcome") == Outcome.TIMEOUT:
+            timeouts += seconds
+    out["tests_summed_s"] = round(sum(per_item.values()), 2)
+    out["per_item_s"] = {k: round(v, 2) for k, v in sorted(per_item.items(), key=lambda kv: -kv[1])}
+    out["shrinking_s"] = round(shrink, 2)
+    out["shrink_budget_reached"] = shrink_stopped
+    out["timeouts_s"] = round(timeouts, 2)
+    return out
