@@ -17,9 +17,9 @@ from typing import Any
 # Names are imported on first use: training a tokenizer never loads numpy
 # (encode_file's), so ``lmspec train-bpe`` starts in a fraction of a second.
 _WHERE = {
-    "EncodeStats": "encode_file",
-    "encode_file": "encode_file",
-    "token_dtype": "encode_file",
+    "EncodeStats": "file_encoding",
+    "encode_file": "file_encoding",
+    "token_dtype": "file_encoding",
     "load_vocab_merges": "files",
     "save_vocab_merges": "files",
     "bytes_to_printable": "gpt2",
