@@ -4,6 +4,12 @@ Exit status: 0 when every required (core) item passes, or the score reaches
 ``--fail-under``; 1 otherwise (including a submission that fails to import, a
 compromised run, or, with --batch, any submission that does not pass); 2 when
 the grader itself could not run (bad arguments, its own crash).
+
+--jobs N is the number of judge processes (pytest-xdist) grading ONE
+submission, each with its sandboxed worker: default min(cores, 4) for one
+submission, 1 in a batch. A batch grades --workers submissions at once (one
+single-threaded Dask worker each; default: the machine's cores), so it runs
+about workers x jobs judge processes; docs/course.md.
 """
 
 import argparse
@@ -13,13 +19,14 @@ import traceback
 from pathlib import Path
 
 from lmspec.conformance.spec_items import ITEMS
-from lmspec.tools.grade.batch import find_adapter, grade_batch
+from lmspec.tools.grade.batch import find_adapter, find_submissions, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
 from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions, Progress
+from lmspec.tools.grade.outputs import write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
 
-FORMATS = ("table", "json", "junit", "gradescope")
+FORMATS = ("table", "json", "junit", "gradescope", "html")
 
 
 class UsageError(Exception):
@@ -41,9 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a repository folder, an adapters file or a module (default: lmspec's reference)",
     )
     p.add_argument("--adapter", default=None, help="the same as TARGET (kept for scripts)")
-    p.add_argument("--batch", default=None, metavar="DIR", help="grade every submission folder in DIR")
     p.add_argument("--out", default="grade-out", metavar="DIR", help="output folder (default ./grade-out)")
-    p.add_argument("--format", default="table,json,junit,gradescope", help="comma list of " + ",".join(FORMATS))
+    p.add_argument(
+        "--format",
+        default="table,json,junit,gradescope,html",
+        help="comma list of " + ",".join(FORMATS) + " (html: report.html, and spec.html beside it)",
+    )
     p.add_argument("--spec", default=None, metavar="IDS", help="only these spec ids (comma list, prefix match)")
     p.add_argument(
         "--timeout-per-call",
@@ -86,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="parallel judge processes, each with its worker (batch: submissions)",
+        help="judge processes grading one submission, each with its sandboxed worker "
+        "(default: min(cores, 4); in a batch 1 per submission, see --workers)",
     )
     p.add_argument("--hypothesis-profile", default="ci", metavar="P", help="dev, ci (default) or thorough")
     p.add_argument(
@@ -137,6 +148,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="the official CS336 fixture files (else LMSPEC_FIXTURES, the graded repository's "
         "tests/fixtures, ../shared/fixtures)",
     )
+    # --- a whole course: --batch on Dask distributed (tools/grade/batch.py, docs/course.md)
+    batch = p.add_argument_group("batch (a whole course, on Dask distributed: pip install 'lmspec[batch]')")
+    batch.add_argument(
+        "--batch",
+        default=None,
+        metavar="DIR",
+        help="grade every submission in DIR (its folders and its *.py adapters files), one Dask task each; "
+        "writes per submission results under --out/NAME/, then summary.csv and dashboard.html",
+    )
+    batch.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size of the local Dask cluster: N single-threaded worker processes (default: the machine's cores)",
+    )
+    batch.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="use the Dask cluster at ADDRESS (tcp://host:8786) instead of a local one",
+    )
+    batch.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade again the submissions whose results under --out are for the same content and settings",
+    )
     p.add_argument("--timings", action="store_true", help="print where the grading's time went (also in results.json)")
     p.add_argument("--quiet", action="store_true", help="no progress display and no table")
     return p
@@ -157,6 +195,10 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
             raise UsageError(f"--{name.replace('_', '-')} must be > 0")
     if args.memory_limit < 0 or (args.jobs is not None and args.jobs < 1):
         raise UsageError("--memory-limit must be >= 0 and --jobs >= 1")
+    if not args.batch and (args.workers or args.scheduler or args.regrade):
+        raise UsageError("--workers, --scheduler and --regrade go with --batch")
+    if args.workers is not None and (args.workers < 1 or args.scheduler):
+        raise UsageError("--workers must be >= 1, and not with --scheduler (the cluster has its own workers)")
     if args.target and args.adapter:
         raise UsageError("give TARGET or --adapter, not both")
     args.adapter = args.adapter or args.target
@@ -169,8 +211,13 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable]:
         raise UsageError("give --adapter or --batch, not both")
     if args.batch and not Path(args.batch).is_dir():
         raise UsageError(f"--batch {args.batch}: not a folder")
-    if args.batch and not any(p.is_dir() for p in Path(args.batch).iterdir()):
-        raise UsageError(f"--batch {args.batch}: no submission folders in it")
+    if args.batch and not find_submissions(Path(args.batch)):
+        raise UsageError(f"--batch {args.batch}: no submission folders or *.py adapters files in it")
+    if args.batch:
+        try:
+            import distributed  # noqa: F401
+        except ImportError as exc:
+            raise UsageError(f"--batch needs Dask distributed: pip install 'lmspec[batch]' ({exc})") from exc
     if args.sandbox == "bwrap":
         from lmspec.conformance.sandbox import bwrap_problem
 
@@ -257,14 +304,16 @@ def main(argv: list[str] | None = None) -> int:
             return grade_batch(
                 Path(args.batch),
                 out=Path(args.out),
-                jobs=args.jobs or cores,
-                options=_options(args, jobs=1),
+                options=_options(args, jobs=args.jobs or 1),
                 quiet=args.quiet,
                 formats=tuple(f for f in formats if f != "table"),
                 points=points,
                 fail_under=args.fail_under,
                 env=args.env,
                 env_cache=args.env_cache,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                regrade=args.regrade,
             )
         adapter = args.adapter or "lmspec.reference.adapter"
         jobs = args.jobs or min(cores, 4)
@@ -274,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                 adapter,
                 out=Path(args.out),
                 options=_options(args, jobs),
-                formats=tuple(formats),
+                formats=(),  # written below, with the course's Gradescope settings and the HTML report
                 progress=display,
                 points=points,
                 fail_under=args.fail_under,
@@ -283,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         finally:
             display.close()
+        write_outputs(report, Path(args.out), tuple(formats), points)
+        if "html" in formats:
+            write_spec_page(Path(args.out))
         if "table" in formats and not args.quiet:
             print(render_table(report, color=sys.stdout.isatty()))
         if args.timings:

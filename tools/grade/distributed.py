@@ -1,0 +1,371 @@
+"""Grading on Dask distributed (``lmspec grade --batch``): each submission is
+one task. Nothing assumes a shared filesystem: a submission travels to its
+worker as a deterministic tar.gz (bytes), is unpacked in a temporary folder
+there and graded there by the same ``grade()`` (judge and sandbox) as a
+single run; its files come back as bytes, and the client writes them.
+
+What every task shares (the judge's settings, the points table, a custom
+suite's files and the oracle fixtures, both as archives, and the digest of
+the lmspec code that decides results) is one :class:`Payload`, scattered once
+to every worker. A worker whose lmspec differs from the client's refuses the
+task, naming both digests, rather than grade with other rules.
+
+Dask's own machinery makes the batch robust: a task whose worker dies is
+rescheduled on another worker (the scheduler's ``allowed-failures``, 3 by
+default, before it gives up on it with KilledWorker), and a task that
+raises is retried once (``retries=1``).
+"""
+
+import contextlib
+import dataclasses
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lmspec.tools.grade.files import REPO, tree_digest
+from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions
+from lmspec.tools.grade.points import PointsTable
+
+#: Folders that never travel: version control objects (``.git`` travels as an
+#: empty folder: it marks the repository's root), environments, caches.
+SKIPPED_DIRS = frozenset(
+    {
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".nox",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        "node_modules",
+        ".ipynb_checkpoints",
+    }
+)
+MAX_FILE_BYTES = 50_000_000  # datasets and checkpoints students commit: the grader never needs them
+LOG_CAP = 1_000_000
+#: The lmspec code whose change changes results (the digest is part of every content hash).
+RESULT_CODE = (
+    REPO / "conformance",
+    REPO / "snapshots",
+    REPO / "reference",
+    REPO / "tools" / "worker",
+    *(REPO / "tools" / "grade" / f"{m}.py" for m in ("grading", "judge", "results", "points", "envs", "repository")),
+)
+
+
+def code_digest() -> str:
+    """sha256 over the lmspec code that decides results (RESULT_CODE)."""
+    return hashlib.sha256(json.dumps(sorted(tree_digest(RESULT_CODE).items())).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Packed:
+    archive: bytes
+    sha256: str
+    files: int
+    skipped: tuple[str, ...] = ()
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes | None, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    if data is None:
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755
+        tar.addfile(info)
+    else:
+        info.size = len(data)
+        info.mode = mode
+        tar.addfile(info, io.BytesIO(data))
+
+
+def pack(path: Path, *, single_name: str = "adapters.py") -> Packed:
+    """A deterministic tar.gz of a submission folder (sorted, no times, no
+    owners: the same content gives the same bytes, hence the same hash), or
+    of a single adapters file (as ``single_name``)."""
+    buf = io.BytesIO()
+    skipped: list[str] = []
+    count = 0
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        if path.is_file():
+            _add(tar, single_name, path.read_bytes())
+            count = 1
+        else:
+            for root, dirs, names in os.walk(path):
+                rel_root = Path(root).relative_to(path)
+                keep = []
+                for d in sorted(dirs):
+                    full = Path(root) / d
+                    if d == ".git":
+                        _add(tar, str(rel_root / d), None)  # the root marker, without its objects
+                    elif d in SKIPPED_DIRS or full.is_symlink():
+                        skipped.append(f"{rel_root / d}/")
+                    else:
+                        keep.append(d)
+                dirs[:] = keep
+                for n in sorted(names):
+                    full = Path(root) / n
+                    rel = str(rel_root / n)
+                    if full.is_symlink() or not full.is_file() or n.endswith((".pyc", ".pyo")):
+                        skipped.append(rel)
+                    elif full.stat().st_size > MAX_FILE_BYTES:
+                        skipped.append(f"{rel} ({full.stat().st_size / 1e6:.0f} MB)")
+                    else:
+                        _add(tar, rel, full.read_bytes(), 0o755 if os.access(full, os.X_OK) else 0o644)
+                        count += 1
+    data = buf.getvalue()
+    return Packed(data, hashlib.sha256(data).hexdigest(), count, tuple(skipped))
+
+
+def unpack(archive: bytes, dest: Path) -> None:
+    """Unpack an archive made by pack() (tarfile's "data" filter: no links
+    out, no devices, no absolute paths)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """What every task of a batch shares (scattered once to every worker)."""
+
+    options: JudgeOptions  # suite and fixtures: set on the worker from the archives below
+    points: PointsTable
+    formats: tuple[str, ...]
+    fail_under: float | None
+    env: str
+    env_cache: str | None
+    suite: Packed | None  # a custom --suite (None: the worker's own lmspec suite)
+    suite_names: tuple[str, ...]
+    fixtures: Packed | None
+    lmspec_digest: str
+    digest: str = ""  # of the settings that change results (settings_digest)
+
+    def settings(self) -> dict[str, Any]:
+        """The grading settings that change results (``jobs`` does not: it
+        only spreads the same tests over more processes)."""
+        options = dataclasses.asdict(self.options)
+        for key in ("jobs", "suite", "fixtures"):
+            options.pop(key)
+        return {
+            "options": options,
+            "suite": self.suite.sha256 if self.suite else "lmspec",
+            "fixtures": self.fixtures.sha256 if self.fixtures else None,
+            "points": {
+                "points": self.points.points,
+                "partial_credit": self.points.partial_credit,
+                "visibility": self.points.visibility,
+                "leaderboard": list(self.points.leaderboard),
+            },
+            "formats": sorted(self.formats),
+            "fail_under": self.fail_under,
+            "env": self.env,
+            "lmspec": self.lmspec_digest,
+        }
+
+
+def make_payload(
+    options: JudgeOptions,
+    *,
+    points: PointsTable,
+    formats: tuple[str, ...],
+    fail_under: float | None,
+    env: str,
+    env_cache: str | None,
+    fixtures: Path | None,
+) -> Payload:
+    suite = suite_names = None
+    if tuple(options.suite) != DEFAULT_SUITE:
+        suite, suite_names = _pack_suite(options.suite)
+    payload = Payload(
+        options=options,
+        points=points,
+        formats=formats,
+        fail_under=fail_under,
+        env=env,
+        env_cache=env_cache,
+        suite=suite,
+        suite_names=suite_names or (),
+        fixtures=pack(fixtures) if fixtures is not None else None,
+        lmspec_digest=code_digest(),
+    )
+    digest = hashlib.sha256(json.dumps(payload.settings(), sort_keys=True, default=str).encode()).hexdigest()
+    return dataclasses.replace(payload, digest=digest)
+
+
+def _pack_suite(paths: tuple[str, ...]) -> tuple[Packed, tuple[str, ...]]:
+    with tempfile.TemporaryDirectory(prefix="lmspec-suite-") as tmp:
+        names = []
+        for n, path in enumerate(paths):
+            name = f"{n}_{Path(path).name}"
+            source, dest = Path(path), Path(tmp) / name
+            if source.is_dir():
+                shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(source, dest)
+            names.append(name)
+        return pack(Path(tmp)), tuple(names)
+
+
+def content_hash(packed: Packed, payload: Payload) -> str:
+    """The submission's identity for resuming: its archive plus the settings."""
+    return hashlib.sha256(f"{packed.sha256}:{payload.digest}".encode()).hexdigest()
+
+
+# --- on the worker -------------------------------------------------------------------------------
+_UNPACKED: dict[str, Path] = {}
+_OWN_DIGEST: list[str] = []
+
+
+def _cached(packed: Packed) -> Path:
+    """A shared archive, unpacked once per worker machine."""
+    if packed.sha256 in _UNPACKED:
+        return _UNPACKED[packed.sha256]
+    final = Path(tempfile.gettempdir()) / "lmspec-batch-cache" / packed.sha256[:32]
+    if not final.is_dir():
+        staging = Path(tempfile.mkdtemp(prefix="unpack-", dir=final.parent if final.parent.is_dir() else None))
+        unpack(packed.archive, staging)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(staging, final)
+        except OSError:  # another worker on this machine was first
+            shutil.rmtree(staging, ignore_errors=True)
+    _UNPACKED[packed.sha256] = final
+    return final
+
+
+def _worker_options(payload: Payload) -> JudgeOptions:
+    options = payload.options
+    if payload.suite is not None:
+        root = _cached(payload.suite)
+        options = dataclasses.replace(options, suite=tuple(str(root / n) for n in payload.suite_names))
+    else:
+        options = dataclasses.replace(options, suite=DEFAULT_SUITE)
+    if payload.fixtures is not None:
+        options = dataclasses.replace(options, fixtures=str(_cached(payload.fixtures)))
+    return options
+
+
+def worker_name() -> str:
+    """The Dask worker's address (a restarted worker gets a new one), or host:pid."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class TaskResult:
+    """What comes back from a worker: the submission's files as bytes."""
+
+    name: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    error: str | None = None
+    worker: str = ""
+    host: str = ""
+    seconds: float = 0.0
+
+
+def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> TaskResult:
+    """The Dask task: unpack one submission, grade it, return its files."""
+    from lmspec.tools.grade.batch import find_adapter
+    from lmspec.tools.grade.grading import NotGraded, grade
+    from lmspec.tools.grade.outputs import write_outputs
+
+    start = time.monotonic()
+    result = TaskResult(name, worker=worker_name(), host=socket.gethostname())
+    if not _OWN_DIGEST:
+        _OWN_DIGEST.append(code_digest())
+    if _OWN_DIGEST[0] != payload.lmspec_digest:
+        result.error = (
+            f"this worker's lmspec ({_OWN_DIGEST[0][:12]}) is not the client's ({payload.lmspec_digest[:12]}): "
+            "install the same lmspec on every worker"
+        )
+        return result
+    base = Path(tempfile.mkdtemp(prefix="lmspec-grade-"))
+    try:
+        # the submission keeps its name: it is the implementation's name in every report
+        sub = base / "submissions" / name
+        unpack(archive, sub)
+        adapter = find_adapter(sub)
+        if adapter is None:
+            result.error = "no tests/adapters.py or adapters.py found"
+            return result
+        out = base / "out"
+        try:
+            report = grade(
+                str(adapter),
+                out=out,
+                options=_worker_options(payload),
+                points=payload.points,
+                fail_under=payload.fail_under,
+                formats=(),
+                env=payload.env,
+                env_cache=payload.env_cache,
+            )
+        except NotGraded as exc:
+            result.error = f"not graded: {exc}"
+            return result
+        report.implementation["name"] = name
+        batch = {
+            "content_hash": digest,
+            "worker": result.worker,
+            "host": result.host,
+            "task_s": round(time.monotonic() - start, 2),
+        }
+        formats = tuple(dict.fromkeys((*payload.formats, "json")))  # the batch resumes from results.json
+        write_outputs(report, out, formats, payload.points, batch=batch, spec_href="../spec.html")
+        for path in sorted(out.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                data = path.read_bytes()
+                result.files[str(path.relative_to(out))] = data[:LOG_CAP] if path.suffix == ".log" else data
+        return result
+    finally:
+        result.seconds = time.monotonic() - start
+        with contextlib.suppress(OSError):
+            shutil.rmtree(base)
+
+
+# --- on the client -------------------------------------------------------------------------------
+def open_client(scheduler: str | None, workers: int, *, quiet: bool) -> tuple[Any, Any]:
+    """A Dask client: on the cluster at ``scheduler``, or on a LocalCluster
+    of ``workers`` processes with one thread each (a grading is one judge
+    process, and the GIL makes threads in one worker pointless)."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler, timeout="60s"), None
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        silence_logs=logging.ERROR if quiet else logging.WARNING,
+    )
+    return Client(cluster), cluster
+
+
+def total_threads(client: Any) -> int:
+    return sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
