@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
 from lmspec.conformance.outcomes import Outcome
 from lmspec.conformance.report import summary
 from lmspec.tools.grade import files, points, results

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from lmspec.conformance.sandbox import bwrap_problem
 
 REPO = Path(__file__).resolve().parent.parent

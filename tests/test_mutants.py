@@ -4,6 +4,7 @@ unscored test (a STRICT rule, a SHOULD item) with the reason in the mutant's
 header."""
 
 import pytest
+
 from lmspec.tools.mutants import discover, run_one
 
 MUTANTS = discover()

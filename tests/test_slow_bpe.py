@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from lmspec.conformance import slow_bpe
 from lmspec.conformance.oracles.tokenizer import (
     EOT,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from lmspec.tools import smoke
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,6 +5,7 @@ to a golden is reported."""
 import shutil
 
 import numpy as np
+
 from lmspec.conformance import tolerances as T
 from lmspec.conformance.snapshot_io import npz_bytes
 from lmspec.tools import snapshots

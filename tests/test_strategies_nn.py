@@ -4,6 +4,7 @@ consistent shapes, dtypes and ranges, within the module's size caps."""
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from lmspec.conformance.oracles import nn as oracle
 from lmspec.conformance.strategies import nn as sn
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import torch
 from hypothesis import given, settings
+
 from lmspec.conformance import stats
 from lmspec.conformance.oracles.training import (
     AdamWHyper,

@@ -2,6 +2,7 @@
 (STRICT findings are allowed: they are reported, never scored)."""
 
 import pytest
+
 from lmspec.tools.mutants import VARIANTS_DIR, bad_tests, discover, run_suite
 
 VARIANTS = discover(VARIANTS_DIR, "VARIANT")

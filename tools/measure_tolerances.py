@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
 from lmspec.conformance.oracles import nn as oracle
 from lmspec.conformance.strategies import nn as sn
 

@@ -182,6 +182,7 @@ def overfit_one_batch(train_tokens: Any, vocab_size: int) -> tuple[list[float], 
     """Train a fresh model on ONE fixed batch; return the loss curve and steps taken."""
     import numpy as np
     import torch
+
     from lmspec.reference.nn import ModelConfig, TransformerLM
     from lmspec.reference.training import AdamW, clip_grad_norm, cross_entropy, get_batch
 
@@ -217,9 +218,10 @@ def run(args: argparse.Namespace, smoke: Smoke) -> None:
     started = time.perf_counter()
 
     with smoke.stage("import"):
-        import lmspec.reference as reference
         import numpy as np
         import torch
+
+        import lmspec.reference as reference
         from lmspec.reference.training.checkpoint import read_checkpoint
         from lmspec.reference.training.config import TrainConfig
         from lmspec.reference.training.loop import train

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+
 from lmspec.conformance import tolerances as T
 from lmspec.conformance.asserts import describe_mismatch
 from lmspec.conformance.oracles import nn as O

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+
 from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.tolerances import Tolerance
 

@@ -1,6 +1,7 @@
 """run_silu asks for 100 GB."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "run_silu allocates 100 GB", "spec": ["2.silu", "2.linear"]}

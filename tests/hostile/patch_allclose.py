@@ -3,6 +3,7 @@ versions that always agree, and answers run_softmax wrongly."""
 
 import torch
 import torch.testing
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "patches torch.allclose at import", "spec": ["2.softmax", "2.linear"]}

@@ -2,9 +2,8 @@
 is wrong. The patch happens while the adapter is imported, i.e. after the
 suite's snapshot and before any test module imports assert_close."""
 
-from lmspec.reference.adapter import *  # noqa: F403
-
 import conformance.asserts
+from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {
     "does": "patches conformance.asserts.assert_close at import",

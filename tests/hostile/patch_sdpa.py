@@ -3,6 +3,7 @@ oracle candidate) with its own wrong attention, and answers the same."""
 
 import torch
 import torch.nn.functional
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {

@@ -2,6 +2,7 @@
 from scratch: SPEC §0)."""
 
 import torch.nn.functional as F
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {

@@ -1,6 +1,7 @@
 """MUTANT: the decoding loop feeds the FIRST context_length tokens instead of the last."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.generation import sample_next_token
 from lmspec.reference.nn import ModelConfig, TransformerLM, load_weights

@@ -1,6 +1,7 @@
 """MUTANT: the decoding loop never stops at the end-of-text token."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.generation import sample_next_token
 from lmspec.reference.nn import ModelConfig, TransformerLM, load_weights

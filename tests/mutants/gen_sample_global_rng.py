@@ -1,6 +1,7 @@
 """MUTANT: one sampling step that ignores the generator argument (draws from torch's global RNG)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.generation import temperature_softmax, top_p_filter
 

@@ -1,6 +1,7 @@
 """MUTANT: one sampling step that forgets the top-p filter."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.generation import temperature_softmax
 

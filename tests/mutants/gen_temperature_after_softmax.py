@@ -1,6 +1,7 @@
 """MUTANT: temperature applied to the probabilities (softmax(v) / tau) instead of the logits."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -1,6 +1,7 @@
 """MUTANT: top-p keeps tokens while the cumulative mass (including them) is < p: one too few."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -1,6 +1,7 @@
 """MUTANT: top-p in the shifted "cumsum > p" style: one token too many when a set hits p exactly."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

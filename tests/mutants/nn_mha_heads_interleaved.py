@@ -1,6 +1,7 @@
 """MUTANT: heads take interleaved rows of W_Q/W_K/W_V (h, h+H, ...) instead of contiguous blocks."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_scaled_dot_product_attention
 

@@ -1,6 +1,7 @@
 """MUTANT: causal mask j < i: a position cannot attend to itself."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 

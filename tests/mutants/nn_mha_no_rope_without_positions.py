@@ -5,6 +5,7 @@ only the STRICT test test_mha_with_rope_default_positions kills it; every
 MUST test passes."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 

@@ -5,6 +5,7 @@ from heads (and from 1), silently wrong positions when batch = heads. The
 (1, seq) positions of the official test work, which is why it slips through."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 

@@ -1,6 +1,7 @@
 """MUTANT: RoPE applied to V as well as Q and K."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 

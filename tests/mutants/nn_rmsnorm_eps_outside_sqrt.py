@@ -1,6 +1,7 @@
 """MUTANT: RMSNorm adds eps after the square root."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -2,6 +2,7 @@
 float32, visibly off in bfloat16."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -3,6 +3,7 @@ the result back: bfloat16 in, float32 out (the handout ends with
 ``return result.to(in_dtype)``)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -1,6 +1,7 @@
 """MUTANT: RMSNorm takes the mean of squares over the first axis."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -2,6 +2,7 @@
 style) instead of adjacent pairs (x_{2k}, x_{2k+1})."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -1,6 +1,7 @@
 """MUTANT: RoPE uses the sequence index 0..seq-1 and ignores token_positions."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_rope as _reference_rope
 

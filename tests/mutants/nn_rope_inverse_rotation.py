@@ -1,6 +1,7 @@
 """MUTANT: RoPE rotates by −θ (the rotation matrix transposed: sin signs flipped)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

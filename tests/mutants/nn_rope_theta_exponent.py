@@ -1,6 +1,7 @@
 """MUTANT: RoPE frequencies theta^(-k/d_k) instead of theta^(-2k/d_k)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -4,6 +4,7 @@ adapter's default ``mask=None`` crashes (``~None``)."""
 import math
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

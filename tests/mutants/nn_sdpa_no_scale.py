@@ -1,6 +1,7 @@
 """MUTANT: attention scores Q Kᵀ without the 1/sqrt(d_k) scaling."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {"spec": "2.sdpa", "bug": "missing 1/sqrt(d_k)", "run": ["2.sdpa"]}

@@ -1,6 +1,7 @@
 """MUTANT: SiLU returns sigmoid(x), forgetting the factor x."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {"spec": "2.silu", "bug": "SiLU = sigmoid(x) (missing the factor x)", "run": ["2.silu"]}

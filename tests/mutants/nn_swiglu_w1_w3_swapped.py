@@ -1,6 +1,7 @@
 """MUTANT: SwiGLU gates with SiLU(W3 x) ⊙ W1 x (w1 and w3 swapped)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

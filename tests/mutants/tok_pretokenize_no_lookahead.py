@@ -1,6 +1,7 @@
 """MUTANT: pre-tokenization pattern without the `\\s+(?!\\S)` alternative."""
 
 import regex
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.tokenizer import Tokenizer
 

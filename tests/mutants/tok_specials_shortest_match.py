@@ -1,6 +1,7 @@
 """MUTANT: overlapping special tokens matched shortest first."""
 
 import regex
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.tokenizer import Tokenizer
 

@@ -3,6 +3,7 @@
 import math
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

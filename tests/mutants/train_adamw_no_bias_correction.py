@@ -1,6 +1,7 @@
 """MUTANT: AdamW without bias correction (alpha_t = lr)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -3,6 +3,7 @@ only: it indexes rows with arange(batch), which breaks on (batch, seq, vocab)
 logits (the handout: "any additional batch dimensions")."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -1,6 +1,7 @@
 """MUTANT: cross-entropy with a naive logsumexp (no max subtraction)."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

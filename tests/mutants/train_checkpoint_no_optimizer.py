@@ -1,6 +1,7 @@
 """MUTANT: checkpoints without the optimizer state."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

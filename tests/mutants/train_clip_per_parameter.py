@@ -1,6 +1,7 @@
 """MUTANT: gradient clipping by each parameter's own norm."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

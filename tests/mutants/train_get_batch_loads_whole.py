@@ -1,6 +1,7 @@
 """MUTANT: get_batch converts the whole array to an int64 tensor on every call."""
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

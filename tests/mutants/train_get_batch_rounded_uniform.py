@@ -2,6 +2,7 @@
 
 import numpy as np
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 MUTANT = {

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from lmspec.reference.cli import main
 from lmspec.reference.training.checkpoint import read_checkpoint
 from lmspec.reference.training.config import ConfigError, TrainConfig

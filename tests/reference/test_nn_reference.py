@@ -13,6 +13,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
 from lmspec.reference.accounting import (
     FLOP_KEYS,
     activation_counts,
@@ -36,8 +39,6 @@ from lmspec.reference.nn import (
     softmax,
 )
 from lmspec.reference.nn.attention import CAUSAL_BLOCK, causal_attend
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 
 F64 = torch.float64
 SMALL = ModelConfig(vocab_size=97, context_length=16, d_model=24, num_layers=2, num_heads=3, d_ff=40)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
+
 from lmspec.reference.adapter.tokenizer import get_tokenizer, run_train_bpe
 from lmspec.reference.tokenizer import (
     GPT2_PATTERN,

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from lmspec.reference.generation import generate, sample_next_token, temperature_softmax, top_p_filter
 from lmspec.reference.training import (
     AdamW,

@@ -11,6 +11,7 @@ Everything else comes from the reference adapter.
 import math
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {

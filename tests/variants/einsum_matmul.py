@@ -10,6 +10,7 @@ import math
 
 import torch
 from einops import einsum, rearrange
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {

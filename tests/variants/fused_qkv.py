@@ -9,9 +9,10 @@ reference adapter. Parameters are counted by instantiating the model.
 import math
 
 import torch
-from lmspec.reference.adapter import *  # noqa: F403
 from torch import Tensor
 from torch.nn import Module, ModuleList, Parameter
+
+from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {"what": "fused QKV projection, complex RoPE, Module model", "run": ["2"]}
 

@@ -8,6 +8,7 @@ a head axis before RoPE. Everything else comes from the reference adapter.
 """
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_rope, run_scaled_dot_product_attention
 

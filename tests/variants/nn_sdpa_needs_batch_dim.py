@@ -9,6 +9,7 @@ reference adapter.
 import math
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {"what": "SDPA by torch.bmm, requires a leading batch dim", "run": ["2.sdpa"]}

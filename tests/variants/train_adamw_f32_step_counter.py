@@ -9,6 +9,7 @@ Everything else comes from the reference adapter.
 """
 
 import torch
+
 from lmspec.reference.adapter import *  # noqa: F403
 
 VARIANT = {

@@ -100,8 +100,9 @@ def build(impl: str, vocab_path: str, merges_path: str) -> Any:
         ranks = {t: i for t, i in vocab.items() if t != EOT.encode()}
         return tiktoken.Encoding("bench", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
     if impl == "hf":
-        from lmspec.tools.bench.bpe import _hf_tokenizer
         from tokenizers import AddedToken, Tokenizer, models
+
+        from lmspec.tools.bench.bpe import _hf_tokenizer
 
         vocab, merges = _printable_files(vocab_path, merges_path)
         pairs = [tuple(m.split(" ")) for m in merges]

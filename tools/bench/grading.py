@@ -37,8 +37,9 @@ def _median_call_s(fn: Any, args: tuple, repeats: int) -> float:
 
 
 def per_call(repeats: int) -> dict[str, Any]:
-    import lmspec.reference.adapter as direct
     import torch
+
+    import lmspec.reference.adapter as direct
     from lmspec.conformance.calls import LM_ARGS, lm_weights
     from lmspec.conformance.proxy import Implementation
     from lmspec.conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem

@@ -95,6 +95,7 @@ def peak_bf16_flops(device_name: str) -> float | None:
 # --- worker side -------------------------------------------------------------
 def worker_train(args: dict[str, Any]) -> None:
     import torch
+
     from lmspec.reference.accounting import forward_flops
     from lmspec.reference.nn import ModelConfig, TransformerLM
 
