@@ -27,7 +27,7 @@ def install(session: nox.Session, extras: str = "plot") -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The conformance suite on the reference, the meta-tests, the smoke run."""
-    install(session)
+    install(session, "plot,batch")
     jobs = os.environ.get("LMSPEC_JOBS", "2")
     session.run("python", "-m", "pytest", "conformance", "-n", jobs, "--durations=10", *PYTEST_SUITE, *session.posargs)
     session.run("python", "-m", "pytest", "tests", "-n", jobs, "--durations=10", *PYTEST_SUITE, *session.posargs)
