@@ -212,14 +212,15 @@ def test_train_bpe_official_corpus_en(run_train_bpe, fixtures_dir, corpus_en, re
 @pytest.mark.spec("1.2.train_bpe.speed")
 def test_train_bpe_official_speed(run_train_bpe, corpus_en, record_property):
     """SHOULD be efficient: corpus.en at vocab 500 trains in under 1.5 s (the
-    official bound), best of up to 3 runs (the suite shares its cores)."""
+    official bound), best of up to 3 runs (the suite shares its cores); a run
+    over three times the bound is not noise, and is not repeated."""
     path, _ = corpus_en
     times = []
     for _ in range(3):
         start = time.perf_counter()
         run_train_bpe(input_path=path, vocab_size=500, special_tokens=[EOT])
         times.append(time.perf_counter() - start)
-        if times[-1] < OFFICIAL_SPEED_BOUND_S:
+        if times[-1] < OFFICIAL_SPEED_BOUND_S or times[-1] > 3 * OFFICIAL_SPEED_BOUND_S:
             break
     record_property("train_bpe_corpus_en_best_seconds", round(min(times), 3))
     if min(times) < OFFICIAL_SPEED_BOUND_S:

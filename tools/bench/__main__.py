@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lmspec.tools.bench import bpe, encode, grading, suite, train
+from lmspec.tools.bench import bpe, encode, grading, startup, suite, train
 from lmspec.tools.bench.common import load_1min, machine_info
 
-SECTIONS = ("bpe", "encode", "train", "suite", "grading")
+SECTIONS = ("bpe", "encode", "train", "suite", "grading", "startup", "gradings")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -75,9 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "suite":
             result = suite.run(quick=args.quick, log=log, repeats=args.suite_repeats)
             title, table = "4. The suite", suite.tables(result)
-        else:
+        elif section == "grading":
             result = grading.run(quick=args.quick, log=log)
             title, table = "5. The judge and its sandboxed worker", grading.tables(result)
+        elif section == "startup":
+            result = startup.run(quick=args.quick, log=log)
+            title, table = "6. Starting", startup.tables(result)
+        else:
+            result = grading.distribution(quick=args.quick, log=log)
+            title, table = "7. Grading typical submissions", grading.distribution_tables(result)
         result["section_wall_s"] = time.perf_counter() - t0
         report["sections"][section] = result
         markdown.append(f"## {title} ({result['section_wall_s']:.0f} s)\n\n{table}\n")

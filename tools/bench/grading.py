@@ -156,3 +156,78 @@ def tables(result: dict[str, Any]) -> str:
         )
     text += "\n\n" + markdown_table(["grading", "wall", "vs reference", "score", "tests", "load"], rows)
     return text
+
+
+def submissions(quick: bool) -> list[tuple[str, list[str]]]:
+    """The typical submissions: every mutant and variant (built on the
+    reference) and the student-style repository, with their grader arguments."""
+    out = []
+    for folder in ("tests/mutants", "tests/variants"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            out.append((f"{Path(folder).name[:-1]} {path.stem}", [str(path), "--allow-reference"]))
+    out.append(
+        ("student repository (tests/fixture_repos/cs336_student)", [str(REPO / "tests/fixture_repos/cs336_student")])
+    )
+    return out[:3] if quick else out
+
+
+def distribution(*, quick: bool, log: Any) -> dict[str, Any]:
+    """Grade every typical submission with the default settings, one after
+    the other; wall time of each, and the phases of the slowest."""
+    graded: dict[str, Any] = {}
+    entries = submissions(quick)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (label, args) in enumerate(entries, 1):
+            log(f"gradings: {n}/{len(entries)} {label}")
+            out = Path(tmp) / str(n)
+            t0 = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "lmspec", "grade", *args, "--out", str(out), "--quiet", "--format", "json"],
+                cwd=REPO,
+                env=subprocess_env(),
+                capture_output=True,
+                timeout=3600,
+            )
+            wall = time.perf_counter() - t0
+            data = json.loads((out / "results.json").read_text())
+            graded[label] = {
+                "wall_s": wall,
+                "score": f"{data['score']}/{data['max_score']}",
+                "timings": data["timings"],
+            }
+    walls = sorted(g["wall_s"] for g in graded.values())
+    return {
+        "n": len(walls),
+        "p50_s": statistics.median(walls),
+        "p90_s": walls[int(0.9 * (len(walls) - 1))],
+        "max_s": walls[-1],
+        "load_end": load_1min(),
+        "graded": graded,
+    }
+
+
+def distribution_tables(result: dict[str, Any]) -> str:
+    text = (
+        f"{result['n']} submissions graded one after the other with the default settings: "
+        f"p50 {result['p50_s']:.1f} s, p90 {result['p90_s']:.1f} s, max {result['max_s']:.1f} s "
+        f"(load at the end {result['load_end']:.1f}).\n\nThe slowest, by phase:\n\n"
+    )
+    rows = []
+    slowest = sorted(result["graded"].items(), key=lambda kv: -kv[1]["wall_s"])[:6]
+    for label, g in slowest:
+        t = g["timings"]
+        top = ", ".join(f"{k} {v:.1f}" for k, v in list(t.get("per_item_s", {}).items())[:3])
+        rows.append(
+            [
+                label,
+                f"{g['wall_s']:.1f} s",
+                g["score"],
+                f"{t.get('judge_startup_s') or 0:.1f}",
+                f"{t.get('collection_s') or 0:.1f}",
+                f"{t.get('tests_wall_s') or 0:.1f}",
+                f"{t.get('shrinking_s', 0):.1f}",
+                top,
+            ]
+        )
+    headers = ["submission", "wall", "score", "judge start", "collect", "tests", "shrinking", "slowest items (s)"]
+    return text + markdown_table(headers, rows)
