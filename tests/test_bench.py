@@ -30,7 +30,7 @@ def test_bench_quick_runs_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((out / "bench.json").read_text())
     assert report["quick"] is True
-    assert set(report["sections"]) == {"bpe", "encode", "train", "suite", "grading"}
+    assert set(report["sections"]) == {"bpe", "encode", "train", "suite", "grading", "startup", "gradings"}
     assert "machine" in report and report["machine"]["logical_cpus"] >= 1
 
     bpe = report["sections"]["bpe"]["inputs"]
@@ -61,4 +61,9 @@ def test_bench_quick_runs_end_to_end(tmp_path: Path) -> None:
     for modes in grading["per_call_s"].values():
         assert all(seconds > 0 for seconds in modes.values()) and "worker, no sandbox" in modes
     assert grading["startup_s"] and all(g["wall_s"] > 0 for g in grading["gradings"].values())
+
+    startup = report["sections"]["startup"]
+    assert startup["help_s"]["lmspec --help"] > 0 and startup["import_tokenizer_s"] > 0
+    gradings = report["sections"]["gradings"]
+    assert gradings["n"] == 1 and gradings["max_s"] > 0
     assert (out / "bench.md").read_text().startswith("# lmspec benchmarks")
