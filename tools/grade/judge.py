@@ -154,6 +154,7 @@ def run_judge(
     target: str, options: JudgeOptions, workdir: Path, progress: Callable[[Progress], None] | None = None
 ) -> JudgeRun:
     """Run the suite on ``target`` (an adapter path or module) and read the report."""
+    workdir = workdir.resolve()  # the judge runs in it: its own paths must not be relative to ours
     workdir.mkdir(parents=True, exist_ok=True)
     report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
     for stale in (report, progress_file):
