@@ -115,6 +115,7 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
         lines.extend(f"    - {r}" for r in report.compromised_reasons[:20])
     verdict = "PASS" if report.passed else "FAIL"
     lines.append(_paint(f"  verdict: {verdict}", "pass" if report.passed else "fail", color))
+    lines.append("  the rule of an item: lmspec spec ITEM; every message in full: results.json")
     return "\n".join(lines)
 
 
