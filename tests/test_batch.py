@@ -1,0 +1,264 @@
+"""Meta-tests of ``lmspec grade --batch`` on Dask distributed
+(tools/grade/batch.py, tools/grade/distributed.py): submissions travel as
+deterministic archives; a content hash (archive plus the settings that
+change results) makes a batch resumable; a worker that dies costs a retry
+elsewhere, never the batch; a client killed mid-batch loses nothing that
+was finished, and the rerun grades only the rest.
+
+Real gradings use the stand-in suite (tests/grader_fixtures/suite_small.py)
+to stay fast; the resume rules are checked with a stand-in task.
+"""
+
+import csv
+import dataclasses
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="lmspec grade --batch needs the 'batch' extra (Dask distributed)")
+
+import cloudpickle
+
+from lmspec.tools.grade import batch, distributed
+from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "grader_fixtures"
+SMALL_SUITE = FIXTURES / "suite_small.py"
+GOOD = (FIXTURES / "adapter_good.py").read_text()
+# the stand-in tasks below run on Dask workers, which cannot import this test module
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _options(**kw) -> JudgeOptions:
+    return JudgeOptions(jobs=1, suite=(str(SMALL_SUITE),), **kw)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env.pop("LMSPEC_ADAPTER", None)
+    (tmp / "tmp").mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmp / "tmp")  # Dask's scratch space and the tasks' folders stay in the test's folder
+    return env
+
+
+def _rows(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "summary.csv") as f:
+        return {r["name"]: r for r in csv.DictReader(f)}
+
+
+# --- archives ------------------------------------------------------------------------------------------
+def test_archive_is_deterministic_and_skips_what_never_travels(tmp_path: Path) -> None:
+    """Same content, same bytes (times and owners left out); .git travels empty as the root marker;
+    caches, environments and huge files stay home."""
+    sub = tmp_path / "alice"
+    (sub / "tests").mkdir(parents=True)
+    (sub / "tests" / "adapters.py").write_text(GOOD)
+    (sub / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (sub / ".git" / "objects").mkdir(parents=True)
+    (sub / ".git" / "objects" / "big").write_bytes(b"x" * 1000)
+    (sub / "__pycache__").mkdir()
+    (sub / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    (sub / ".venv" / "lib").mkdir(parents=True)
+    first = distributed.pack(sub)
+    os.utime(sub / "tests" / "adapters.py", (1, 1))
+    assert distributed.pack(sub).sha256 == first.sha256
+    (sub / "data.bin").write_bytes(b"\0")
+    assert distributed.pack(sub).sha256 != first.sha256
+    (sub / "data.bin").unlink()
+    original = distributed.MAX_FILE_BYTES
+    distributed.MAX_FILE_BYTES = 10
+    try:
+        skipped = distributed.pack(sub).skipped
+    finally:
+        distributed.MAX_FILE_BYTES = original
+    assert any(s.startswith("pyproject.toml (") for s in skipped)
+    assert {"__pycache__/", ".venv/"} <= set(first.skipped)
+    dest = tmp_path / "unpacked"
+    distributed.unpack(first.archive, dest)
+    assert (dest / "tests" / "adapters.py").read_text() == GOOD
+    assert (dest / ".git").is_dir() and not any((dest / ".git").iterdir())
+    assert not (dest / "__pycache__").exists() and not (dest / ".venv").exists()
+    single = tmp_path / "bob.py"
+    single.write_text(GOOD)
+    distributed.unpack(distributed.pack(single).archive, tmp_path / "bob")
+    assert (tmp_path / "bob" / "adapters.py").read_text() == GOOD
+
+
+def test_submissions_are_folders_and_single_files(tmp_path: Path) -> None:
+    for name in ("alice", "bob", ".hidden", "__pycache__"):
+        (tmp_path / name).mkdir()
+    for name in ("carol.py", "bob.py", "_helper.py", "notes.txt"):
+        (tmp_path / name).write_text("")
+    found = {s.name: s.path.name for s in batch.find_submissions(tmp_path)}
+    assert found == {"alice": "alice", "bob": "bob", "bob.py": "bob.py", "carol": "carol.py"}
+
+
+def test_content_hash_follows_the_settings_that_change_results(tmp_path: Path) -> None:
+    """The hash changes with the submission and with settings such as --spec, not with --jobs."""
+    (tmp_path / "a.py").write_text(GOOD)
+    packed = distributed.pack(tmp_path / "a.py")
+
+    def digest(**kw) -> str:
+        args = {"points": batch.PointsTable(), "formats": ("json",), "fail_under": None, "env": "none"}
+        payload = distributed.make_payload(kw.pop("options", _options()), env_cache=None, fixtures=None, **args)
+        return distributed.content_hash(packed, payload)
+
+    base = digest()
+    assert digest() == base
+    assert digest(options=JudgeOptions(jobs=4, suite=(str(SMALL_SUITE),))) == base
+    assert digest(options=_options(spec="2.softmax")) != base
+    assert digest(options=JudgeOptions(jobs=1, suite=DEFAULT_SUITE)) != base
+
+
+def test_a_worker_with_other_lmspec_code_refuses(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(GOOD)
+    payload = distributed.make_payload(
+        _options(),
+        points=batch.PointsTable(),
+        formats=("json",),
+        fail_under=None,
+        env="none",
+        env_cache=None,
+        fixtures=None,
+    )
+    other = dataclasses.replace(payload, lmspec_digest="0" * 64)
+    result = distributed.grade_archive(distributed.pack(tmp_path / "a.py").archive, "a", "h", other)
+    assert result.error and "install the same lmspec on every worker" in result.error and not result.files
+
+
+def test_fixtures_travel_with_the_batch(tmp_path: Path) -> None:
+    """The client's oracle files are packed into the payload and unpacked once per worker machine."""
+    (tmp_path / "fx").mkdir()
+    (tmp_path / "fx" / "corpus.en").write_text("hello")
+    payload = distributed.make_payload(
+        _options(),
+        points=batch.PointsTable(),
+        formats=("json",),
+        fail_under=None,
+        env="none",
+        env_cache=None,
+        fixtures=tmp_path / "fx",
+    )
+    options = distributed._worker_options(payload)
+    assert Path(options.fixtures, "corpus.en").read_text() == "hello"
+    assert [Path(p).name for p in options.suite] == ["0_suite_small.py"]
+
+
+# --- resuming: a stand-in task ---------------------------------------------------------------------
+def fake_task(calls: str, archive: bytes, name: str, digest: str, payload) -> "distributed.TaskResult":
+    """Records the call and returns results without grading."""
+    Path(calls, f"{name}-{time.monotonic_ns()}").touch()
+    data = {
+        "score": 1,
+        "max_score": 1,
+        "percent": 100.0,
+        "passed": True,
+        "items": [],
+        "batch": {"content_hash": digest},
+    }
+    files = {"results.json": json.dumps(data).encode(), "report.html": b"<html></html>"}
+    return distributed.TaskResult(name, files, worker="fake")
+
+
+def test_resume_grades_only_what_changed(tmp_path: Path) -> None:
+    subs, out, calls = tmp_path / "subs", tmp_path / "out", tmp_path / "calls"
+    subs.mkdir()
+    calls.mkdir()
+    for name in ("a", "b", "c"):
+        (subs / f"{name}.py").write_text(GOOD)
+    task = functools.partial(fake_task, str(calls))
+
+    def run(**kw) -> set[str]:
+        for f in calls.iterdir():
+            f.unlink()
+        options = kw.pop("options", _options())
+        rc = batch.grade_batch(subs, out=out, options=options, workers=1, quiet=True, task=task, **kw)
+        assert rc == 0
+        return {f.name.split("-")[0] for f in calls.iterdir()}
+
+    assert run() == {"a", "b", "c"}
+    assert run() == set()
+    rows = _rows(out)
+    assert {r["reused"] for r in rows.values()} == {"True"}
+    assert rows["a"]["content_hash"] == json.loads((out / "a" / "results.json").read_text())["batch"]["content_hash"]
+    (subs / "b.py").write_text(GOOD + "\n# changed\n")
+    assert run() == {"b"}
+    assert run(regrade=True) == {"a", "b", "c"}
+    assert run(options=_options(spec="2.softmax")) == {"a", "b", "c"}
+    assert (out / "dashboard.html").is_file() and (out / "spec.html").is_file()
+
+
+# --- a worker that dies ----------------------------------------------------------------------------------
+def kill_worker_once(marker: str, victim: str, archive: bytes, name: str, digest: str, payload):
+    """The real task, except that it kills its own worker process the first time it runs ``victim``."""
+    if name == victim and not Path(marker).exists():
+        Path(marker).write_text(distributed.worker_name())
+        os.kill(os.getpid(), signal.SIGKILL)
+    return distributed.grade_archive(archive, name, digest, payload)
+
+
+@pytest.mark.slow
+def test_a_dead_worker_costs_a_retry_not_the_batch(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    for name in ("alice", "bob", "carol"):
+        (subs / f"{name}.py").write_text(GOOD)
+    marker = tmp_path / "killed"
+    task = functools.partial(kill_worker_once, str(marker), "bob")
+    rc = batch.grade_batch(subs, out=out, options=_options(), workers=2, quiet=True, task=task)
+    rows = _rows(out)
+    assert marker.exists(), "the stand-in task never killed its worker"
+    assert rc == 0 and all(r["passed"] == "True" and not r["error"] for r in rows.values()), rows
+    assert rows["bob"]["worker"] != marker.read_text(), "bob was not graded again by another worker process"
+    assert json.loads((out / "bob" / "results.json").read_text())["score"] == float(rows["bob"]["max_score"])
+
+
+# --- a client killed mid-batch -------------------------------------------------------------------------
+@pytest.mark.slow
+def test_client_killed_mid_batch_then_rerun_grades_only_the_rest(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    names = [f"s{k}" for k in range(5)]
+    for name in names:
+        (subs / f"{name}.py").write_text(GOOD)
+    command = [
+        sys.executable,
+        "-m",
+        "tools.grade",
+        "--batch",
+        str(subs),
+        "--out",
+        str(out),
+        "--suite",
+        str(SMALL_SUITE),
+    ]
+    env = _env(tmp_path)
+    with open(tmp_path / "first.log", "w") as log:
+        proc = subprocess.Popen(
+            [*command, "--workers", "1"], cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True
+        )
+        deadline = time.monotonic() + 300
+        while len(list(out.glob("*/results.json"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)  # the client, its local cluster and its workers
+        proc.wait()
+    done = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    assert 2 <= len(done) < len(names), (done, (tmp_path / "first.log").read_text()[-3000:])
+    assert not (out / "summary.csv").exists()
+    rerun = subprocess.run([*command, "--workers", "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert f"{len(done)} already graded with these settings" in rerun.stderr
+    rows = _rows(out)
+    assert {n for n, r in rows.items() if r["reused"] == "True"} == set(done)
+    assert {n for n, r in rows.items() if r["reused"] == "False"} == set(names) - set(done)
+    assert all(r["passed"] == "True" for r in rows.values())
+    assert {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json") if p.parent.name in done} == done
+    assert not list(out.glob(".*.partial")), "a staging folder was left behind"
