@@ -24,7 +24,7 @@ from lmspec.tools.grade.html import card, esc, likely_cause, page, pts, status_c
 QUIET = ("pass", "skipped", "not provided")
 BINS = tuple(range(0, 101, 10))  # score histogram: [0,10), ..., [90,100]
 _NORMALISE = (
-    (re.compile(r"\[[^\]]*\]"), ""),  # test parameters: [cpu-float32]
+    (re.compile(r"\[[^\]]*\]"), "[…]"),  # test parameters ([cpu-float32]), indices, lists
     (re.compile(r"(?:/[\w.+-]+)+\.py(?::\d+)?"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"""b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*\""""), "<value>"),
@@ -94,13 +94,14 @@ def clusters(entries: list[Entry]) -> list[Cluster]:
 
 def pass_rates(entries: list[Entry]) -> list[tuple[str, str, int, int]]:
     """(item id, title, passed, ran) per spec item, in spec order; an item
-    counts as run by a submission when its status is not "skipped"."""
+    counts as run by a submission when it was checked: not "skipped", and
+    not "not provided" (an extended item the submission does not offer)."""
     out = []
     for spec_item in ITEMS:
         passed = ran = 0
         for entry in entries:
             item = next((i for i in (entry.results or {}).get("items") or [] if i.get("id") == spec_item.id), None)
-            if item is None or item.get("status") == "skipped":
+            if item is None or item.get("status") in ("skipped", "not provided"):
                 continue
             ran += 1
             passed += item.get("status") == "pass"
@@ -199,7 +200,10 @@ def render_dashboard(entries: list[Entry], *, title: str = "lmspec batch", spec_
     )
 
     rates = pass_rates(graded)
-    body.append('<section id="pass-rates"><h2>Pass rate per spec item</h2>')
+    body.append(
+        '<section id="pass-rates"><h2>Pass rate per spec item</h2><p>Over the submissions that were checked on '
+        "the item (extended items: those that provide them).</p>"
+    )
     if rates:
         body.append(f'<div class="plot">{pass_rate_svg(rates)}</div>')
     rows = "".join(
@@ -216,7 +220,7 @@ def render_dashboard(entries: list[Entry], *, title: str = "lmspec batch", spec_
 
     groups = clusters(graded)
     rows = "".join(
-        f'<tr class="cluster" data-item="{esc(c.item)}" data-size="{len(c.members)}">'
+        f'<tr class="cluster" data-cluster="{esc(c.item)}" data-size="{len(c.members)}">'
         f'<td class="num size">{len(c.members)}</td><td><a href="{esc(spec_href)}#{esc(c.item)}">{esc(c.item)}</a></td>'
         f'<td class="signature"><code>{esc(c.signature.split(": ", 1)[1])}</code>'
         f"<details><summary>an example</summary><pre>{esc(c.example[:1500])}</pre></details></td>"

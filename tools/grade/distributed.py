@@ -325,9 +325,11 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
         except NotGraded as exc:
             result.error = f"not graded: {exc}"
             return result
-        report.implementation["name"] = name
+        rel = adapter.relative_to(sub).as_posix()
+        report.implementation.update(name=name, adapter=f"{name}/{rel}")  # not the worker's temporary path
         batch = {
             "content_hash": digest,
+            "adapter": rel,
             "worker": result.worker,
             "host": result.host,
             "task_s": round(time.monotonic() - start, 2),

@@ -260,7 +260,7 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
     impl = data.get("implementation") or {}
     name = impl.get("name") or "submission"
     items = data.get("items") or []
-    origin = impl.get("origin") or impl.get("adapter")
+    origin = impl.get("adapter") or impl.get("origin")
     body = [f"<header><h1>lmspec grade: {esc(name)}</h1><p><code>{esc(origin)}</code>"]
     body.append(f" graded {esc(data.get('started'))}, sandbox {esc(data.get('sandbox'))}</p></header>")
     verdict = "PASS" if data.get("passed") else "FAIL"
