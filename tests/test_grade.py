@@ -11,11 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from grader_run import run_grader
 
 from lmspec.conformance.outcomes import Outcome
 from lmspec.conformance.report import summary
@@ -26,22 +26,6 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "grader_fixtures"
 SMALL_SUITE = FIXTURES / "suite_small.py"
 STUDENT_REPO = REPO / "tests" / "fixture_repos" / "cs336_student"
-
-
-def run_grader(out: Path, *args: str, env: dict | None = None, timeout: float = 900) -> tuple[int, str, float]:
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    environment.pop("LMSPEC_ADAPTER", None)
-    environment.update(env or {})
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.grade", "--out", str(out), "--quiet", *args],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout[-5000:] + proc.stderr[-5000:], time.monotonic() - start
 
 
 # --- scoring rules (no subprocess) ------------------------------------------------------------
@@ -367,52 +351,18 @@ def test_fresh_clone_grades_a_repository_with_its_own_fixtures(tmp_path: Path) -
         if path.suffix != ".md" and not path.name.startswith("official_adamw"):
             shutil.copy2(path, repo / "tests" / "fixtures" / path.name)
     shutil.copy2(shared / "official_adamw_expected.npz", repo / "tests" / "_snapshots" / "test_adamw.npz")
-    env = {k: v for k, v in os.environ.items() if k not in ("LMSPEC_FIXTURES", "LMSPEC_ADAPTER")}
-    env["PYTHONPATH"] = str(clone)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.grade",
-            "--adapter",
-            str(repo / "tests" / "adapters.py"),
-            "--out",
-            str(tmp_path / "out"),
-            "--quiet",
-        ],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    env = {"LMSPEC_FIXTURES": None, "PYTHONPATH": str(clone)}
+    adapter = str(repo / "tests" / "adapters.py")
+    rc, output, _ = run_grader(tmp_path / "out", "--adapter", adapter, env=env, checkout=clone)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     skipped = [t["nodeid"] for i in data["items"] for t in i["tests"] if t["outcome"] == "skipped"]
-    assert proc.returncode == 0 and data["score"] == 62, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert rc == 0 and data["score"] == 62, output
     assert not skipped, skipped
     fixtures = data["implementation"]["fixtures"]
     assert fixtures["used"] and {u["source"] for u in fixtures["used"].values()} == {"the graded repository"}, fixtures
     assert data["implementation"]["repository"]["handout"]["edition"] == "2025"
     (repo / "tests" / "fixtures" / "corpus.en").write_text("my own corpus\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.grade",
-            "--adapter",
-            str(repo / "tests" / "adapters.py"),
-            "--spec",
-            "1.2.train_bpe",
-            "--out",
-            str(tmp_path / "tampered"),
-            "--quiet",
-        ],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    run_grader(tmp_path / "tampered", "--adapter", adapter, "--spec", "1.2.train_bpe", env=env, checkout=clone)
     data = json.loads((tmp_path / "tampered" / "results.json").read_text())
     item = next(i for i in data["items"] if i["id"] == "1.2.train_bpe")
     assert item["status"] in ("fail", "error") and "oracle file corpus.en refused" in item["explanation"], item

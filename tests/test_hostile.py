@@ -20,8 +20,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from grader_run import run_grader
 
 from lmspec.conformance.sandbox import bwrap_problem
 
@@ -152,22 +151,6 @@ def _processes_mentioning(text: str) -> list[str]:
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-
-
-def run_grader(out: Path, *args: str, env: dict | None = None, timeout: float = 600) -> tuple[int, str, float]:
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    environment.pop("LMSPEC_ADAPTER", None)
-    environment.update(env or {})
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.grade", "--out", str(out), "--quiet", *args],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout[-5000:] + proc.stderr[-5000:], time.monotonic() - start
 
 
 def _prepare(name: str, folder: Path, port: int) -> tuple[str, list[str]]:
