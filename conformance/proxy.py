@@ -313,6 +313,8 @@ class Implementation:
         message = {**message, "seq": self._seq}
         if self._release:
             message["release"] = self._release
+        if self._forget:
+            message["forget"], self._forget = self._forget, []
         payload = encode(message, marshal.hook)
         self._release = []
         mark = channel.output.total
@@ -453,6 +455,9 @@ class Implementation:
             return None
         rid = next(self._ids)
         self._mirrors[id(p)] = (weakref.ref(p), rid)
+        generation = self.generation
+        # the worker's mirror goes with the judge's parameter
+        weakref.finalize(p, lambda: self._forget.append(rid) if self.generation == generation else None)
         return rid
 
     # --- measurements of the worker (judge-side, from /proc) -------------------------------

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +63,6 @@ class WorkerSpec:
     tmp_mb: int = 2048
     cuda: bool = False
     allow_reference: bool = False  # lmspec's own meta-test adapters build on the reference
-    extra_env: tuple[tuple[str, str], ...] = field(default=())
 
 
 def bwrap_problem() -> str | None:
@@ -124,7 +123,6 @@ def environment(spec: WorkerSpec, home: str) -> dict[str, str]:
         value = os.environ.get(name)
         if value is not None and all(c.isalnum() or c in ",:-_" for c in value):
             env[name] = value
-    env.update(dict(spec.extra_env))
     return env
 
 

@@ -14,7 +14,8 @@ Ops:
   next      {h, n, audit}                    up to n items of an iterator handle
   optimizer {h, params, groups, audit}       sync an optimizer's parameters and
                                              hyperparameters from the judge, step
-  (any)     {release: [ids]}                 also drop these handles first
+  (any)     {release: [ids], forget: [rids]} also drop these handles and
+                                             parameter mirrors first
   modules   {}                               modules imported so far
 Replies: {"ok": value, "updates": {wb: ...}, "mutated": [...], "audit": [...]}
 or {"err": {type, module, bases, message, traceback, not_implemented}}.
@@ -272,14 +273,12 @@ class Server:
         op = request.get("op")
         for ident in request.get("release") or []:  # handles the judge dropped since the last request
             self.handles.pop(ident, None)
+        for rid in request.get("forget") or []:  # parameters the judge dropped: their mirrors go too
+            self.mirrors.pop(rid, None)
         if op == "modules":
             from .loader import WATCH
 
             return {"ok": {"modules": _modules(), "attempts": list(WATCH.attempts)}}
-        if op == "forget":  # parameter mirrors of an optimizer the judge dropped
-            for rid in request.get("rids") or []:
-                self.mirrors.pop(rid, None)
-            return {"ok": None}
         target, what = self._target(request)
         args = request.get("args") or []
         kwargs = request.get("kwargs") or {}
