@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from lmspec.conformance.remote import RemoteFunction, _Marshal
 
 CRASH_LIMIT = 3
-#: Parameters whose module names mean "lmspec's own code": importing them from a submission is cheating.
+#: Top-level names of lmspec's own packages: a submission reaching for one is cheating.
 LMSPEC_PACKAGES = ("reference", "conformance", "lmspec", "lmspec_worker")
 
 
