@@ -2,7 +2,8 @@
 (tools/grade/distributed.py), resumably, and write per submission its
 results (results.json, junit.xml, gradescope_results.json, report.html)
 under ``--out/<name>/``, then ``summary.csv`` (one row per submission),
-``dashboard.html`` (tools/grade/dashboard.py) and ``spec.html``.
+``dashboard.html`` (tools/grade/dashboard.py), ``spec.html`` and
+``batch.json`` (this run: workers, wall time, throughput, load average).
 
 A submission is a folder of DIR (a repository with ``tests/adapters.py`` or
 ``adapters.py``, also one level down) or a single ``*.py`` adapters file in
@@ -14,6 +15,7 @@ either complete results or none for a submission.
 """
 
 import csv
+import datetime
 import json
 import os
 import shutil
@@ -225,6 +227,12 @@ def grade_batch(
     rows: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, Any] | None] = {}
     todo: list[tuple[Submission, dist.Packed, str]] = []
+    start = time.monotonic()
+    stats: dict[str, Any] = {
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "submissions": len(subs),
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
     for sub in subs:
         packed = dist.pack(sub.path)
         digest = dist.content_hash(packed, payload)
@@ -234,6 +242,7 @@ def grade_batch(
             results[sub.name] = previous
         else:
             todo.append((sub, packed, digest))
+    stats.update(pack_s=round(time.monotonic() - start, 2), reused=len(subs) - len(todo), graded=len(todo))
     if not quiet:
         print(
             f"{len(subs)} submissions: {len(subs) - len(todo)} already graded with these settings "
@@ -241,7 +250,14 @@ def grade_batch(
             file=sys.stderr,
         )
     if todo:
-        _run(todo, out, payload, rows, results, workers=workers, scheduler=scheduler, quiet=quiet, task=task)
+        run_start = time.monotonic()
+        _run(todo, out, payload, rows, results, stats, workers=workers, scheduler=scheduler, quiet=quiet, task=task)
+        stats["grading_wall_s"] = round(time.monotonic() - run_start, 2)  # from the cluster's start to the last result
+        stats["per_hour"] = round(3600 * len(todo) / stats["grading_wall_s"], 1)
+    stats["errors"] = sum(bool(rows[s.name]["error"]) for s in subs)
+    stats["wall_s"] = round(time.monotonic() - start, 2)
+    stats["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    write_text_atomic(out / "batch.json", json.dumps(stats, indent=1) + "\n")
     write_spec_page(out)
     summary = out / "summary.csv"
     tmp = summary.with_name(".summary.csv.tmp")
@@ -260,7 +276,8 @@ def grade_batch(
         )
         for s in subs
     ]
-    write_text_atomic(out / "dashboard.html", render_dashboard(entries, title=f"lmspec batch: {folder.name}"))
+    page = render_dashboard(entries, title=f"lmspec batch: {folder.name}", run=stats)
+    write_text_atomic(out / "dashboard.html", page)
     if not quiet:
         for sub in subs:
             r = rows[sub.name]
@@ -277,6 +294,7 @@ def _run(
     payload: Any,
     rows: dict[str, dict[str, Any]],
     results: dict[str, dict[str, Any] | None],
+    stats: dict[str, Any],
     *,
     workers: int | None,
     scheduler: str | None,
@@ -287,7 +305,11 @@ def _run(
 
     from lmspec.tools.grade import distributed as dist
 
+    started = time.monotonic()
     client, cluster = dist.open_client(scheduler, workers or os.cpu_count() or 1, quiet=quiet)
+    stats["cluster_start_s"] = round(time.monotonic() - started, 2)
+    stats["workers"] = dist.total_threads(client)
+    stats["scheduler"] = scheduler or "LocalCluster"
     progress = _Progress(len(todo), enabled=not quiet)
     try:
         shared = client.scatter(payload, broadcast=True)

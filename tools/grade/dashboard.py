@@ -169,13 +169,20 @@ def _link(entry: Entry) -> str:
     return f'<a href="{esc(entry.report_href)}">{esc(entry.name)}</a>' if entry.report_href else esc(entry.name)
 
 
-def render_dashboard(entries: list[Entry], *, title: str = "lmspec batch", spec_href: str = "spec.html") -> str:
+def render_dashboard(
+    entries: list[Entry],
+    *,
+    title: str = "lmspec batch",
+    spec_href: str = "spec.html",
+    run: dict[str, Any] | None = None,
+) -> str:
+    """The page; ``run`` is the batch's batch.json (workers, wall time, throughput)."""
     graded = [e for e in entries if e.results is not None]
     percents = [p for p in (_percent(e) for e in entries) if p is not None]
     errors = [e for e in entries if e.results is None]
     passed = sum(bool(e.results.get("passed")) for e in graded)  # type: ignore[union-attr]
     by_name = {e.name: e for e in entries}
-    body = [f"<header><h1>{esc(title)}</h1><p>{len(entries)} submissions</p></header>"]
+    body = [f"<header><h1>{esc(title)}</h1><p>{len(entries)} submissions. {_run_line(run)}</p></header>"]
     body.append('<section id="summary" class="cards">')
     body.append(card("submissions", len(entries), "n-submissions"))
     body.append(card("graded", len(graded), "n-graded"))
@@ -253,6 +260,18 @@ def render_dashboard(entries: list[Entry], *, title: str = "lmspec batch", spec_
         f"<tbody>{rows}</tbody></table></section>"
     )
     return page(title, "\n".join(body))
+
+
+def _run_line(run: dict[str, Any] | None) -> str:
+    if not run:
+        return ""
+    line = f"This run ({esc(run.get('started'))}): {run.get('graded', 0)} graded, {run.get('reused', 0)} reused"
+    if run.get("grading_wall_s"):
+        line += (
+            f", in <span id='grading-wall'>{float(run['grading_wall_s']):.0f}</span> s on {run.get('workers')} "
+            f"workers (<span id='per-hour'>{float(run['per_hour']):.0f}</span> submissions/hour)"
+        )
+    return line + "."
 
 
 def _submission_row(e: Entry) -> str:

@@ -311,11 +311,13 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
             result.error = "no tests/adapters.py or adapters.py found"
             return result
         out = base / "out"
+        options = _worker_options(payload)
+        unpacked = time.monotonic()
         try:
             report = grade(
                 str(adapter),
                 out=out,
-                options=_worker_options(payload),
+                options=options,
                 points=payload.points,
                 fail_under=payload.fail_under,
                 formats=(),
@@ -325,6 +327,7 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
         except NotGraded as exc:
             result.error = f"not graded: {exc}"
             return result
+        graded = time.monotonic()
         rel = adapter.relative_to(sub).as_posix()
         report.implementation.update(name=name, adapter=f"{name}/{rel}")  # not the worker's temporary path
         batch = {
@@ -332,7 +335,9 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
             "adapter": rel,
             "worker": result.worker,
             "host": result.host,
-            "task_s": round(time.monotonic() - start, 2),
+            "unpack_s": round(unpacked - start, 3),  # and the shared archives, on a worker's first task
+            "grade_s": round(graded - unpacked, 2),
+            "task_s": round(time.monotonic() - start, 2),  # the reports are written after this
         }
         formats = tuple(dict.fromkeys((*payload.formats, "json")))  # the batch resumes from results.json
         write_outputs(report, out, formats, payload.points, batch=batch, spec_href="../spec.html")
