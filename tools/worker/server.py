@@ -324,7 +324,12 @@ class Server:
             name = str(request.get("name"))
             if name.startswith("__") and name not in ("__call__", "__iter__", "__len__"):
                 raise ProtocolError(f"method {name} may not be called remotely")
-            return getattr(obj, name), f"{type(obj).__name__}.{name}"
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                # looked up inside the call: a missing method is the implementation's AttributeError
+                return getattr(obj, name)(*args, **kwargs)
+
+            return method, f"{type(obj).__name__}.{name}"
         if op in ("invoke", "next", "optimizer"):
             return obj, type(obj).__name__
         raise ProtocolError(f"unknown op {op!r}")
