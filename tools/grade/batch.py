@@ -312,6 +312,7 @@ def _run(
     stats["scheduler"] = scheduler or "LocalCluster"
     progress = _Progress(len(todo), enabled=not quiet)
     try:
+        client.register_plugin(dist.stop_judges_plugin())
         shared = client.scatter(payload, broadcast=True)
         futures = {}
         for n, (sub, packed, digest) in enumerate(todo):

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import tarfile
 import tempfile
@@ -350,6 +351,37 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
         result.seconds = time.monotonic() - start
         with contextlib.suppress(OSError):
             shutil.rmtree(base)
+
+
+def stop_judges() -> int:
+    """Kill the judges this process started (and, with their process groups,
+    their sandboxed submissions): a judge runs in a session of its own, so it
+    would outlive a worker that is shut down mid-grading."""
+    import psutil
+
+    stopped = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "--lmspec-report" in child.cmdline():
+                os.killpg(child.pid, signal.SIGKILL)
+                stopped += 1
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return stopped
+
+
+def stop_judges_plugin() -> Any:
+    """A Dask worker plugin: when a worker closes (the batch interrupted, the
+    cluster shut down), the gradings it was running stop too."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class StopJudgesOnClose(WorkerPlugin):
+        name = "lmspec-stop-judges"
+
+        def teardown(self, worker: Any) -> None:
+            stop_judges()
+
+    return StopJudgesOnClose()
 
 
 # --- on the client -------------------------------------------------------------------------------
