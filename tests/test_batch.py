@@ -262,3 +262,55 @@ def test_client_killed_mid_batch_then_rerun_grades_only_the_rest(tmp_path: Path)
     assert all(r["passed"] == "True" for r in rows.values())
     assert {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json") if p.parent.name in done} == done
     assert not list(out.glob(".*.partial")), "a staging folder was left behind"
+
+
+# --- an interrupted batch ----------------------------------------------------------------------------
+HANGING = "import time\n\n\ndef run_softmax(x, dim):\n    time.sleep(300)\n    return x.softmax(dim)\n"
+
+
+def _judges(tmp: Path) -> list[int]:
+    """The judges graded for this test (their report lies under its TMPDIR)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "--lmspec-report" in cmdline and str(tmp) in cmdline[cmdline.index("--lmspec-report") + 1]:
+            found.append(proc.info["pid"])
+    return found
+
+
+@pytest.mark.slow
+def test_an_interrupted_batch_stops_its_gradings(tmp_path: Path) -> None:
+    """Ctrl-C stops the batch (exit status 2) and the judges its workers were running, which
+    run in sessions of their own and would otherwise go on until their own time limit."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    for name in ("slow1", "slow2"):
+        (subs / f"{name}.py").write_text(HANGING)
+    command = [sys.executable, "-m", "tools.grade", "--batch", str(subs), "--out", str(out), f"--suite={SMALL_SUITE}"]
+    proc = subprocess.Popen(
+        [*command, "--workers", "2", "--timeout-per-call", "600"],
+        cwd=REPO,
+        env=_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_judges(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_judges(tmp_path)) == 2, "the batch never started its judges"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 2
+        deadline = time.monotonic() + 15
+        while _judges(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _judges(tmp_path), "judges outlived the interrupted batch"
+    finally:
+        for pid in _judges(tmp_path):
+            os.killpg(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -190,7 +190,7 @@ def render_dashboard(
     body.append(card("passed", passed, "n-passed"))
     body.append(card("mean score", f"{statistics.fmean(percents):.1f}%" if percents else "-", "mean-percent"))
     body.append(card("median score", f"{statistics.median(percents):.1f}%" if percents else "-", "median-percent"))
-    body.append(card("regraded now", sum(e.row.get("reused") is False for e in entries), "n-regraded"))
+    body.append(card("graded in this run", sum(e.row.get("reused") is False for e in entries), "n-regraded"))
     body.append("</section>")
 
     counts = histogram(percents)
