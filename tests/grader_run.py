@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 def run_grader(
     out: Path,
     *args: str,
-    env: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
     timeout: float = 900,
     checkout: Path = REPO,
 ) -> tuple[int, str, float]:

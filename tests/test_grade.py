@@ -172,20 +172,23 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     bad.write_text('{"2.rope": -1}')
     rc, output, _ = run_grader(tmp_path / "b", "--points", str(bad))
     assert rc == 2 and "2.rope" in output
-    no_bwrap = {
-        "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "bwrap").exists())
-    }
+    no_bwrap = without_bwrap()
     rc, output, _ = run_grader(tmp_path / "c", "--sandbox", "bwrap", "--spec", "2.linear", env=no_bwrap)
     assert rc == 2 and "bubblewrap" in output
+
+
+def without_bwrap() -> dict[str, str | None]:
+    """An environment change for run_grader: no bwrap on PATH, and not the CI
+    switch (LMSPEC_REQUIRE_BWRAP) that turns a missing bwrap into an error."""
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "bwrap").exists())
+    return {"PATH": path, "LMSPEC_REQUIRE_BWRAP": None}
 
 
 @pytest.mark.slow
 def test_without_bubblewrap_auto_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
     """--sandbox auto with no bwrap on PATH grades anyway, with a loud warning
     in the table and in results.json; --sandbox none says so too."""
-    no_bwrap = {
-        "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "bwrap").exists())
-    }
+    no_bwrap = without_bwrap()
     rc, output, _ = run_grader(tmp_path / "auto", "--spec", "2.linear", "--jobs", "1", env=no_bwrap)
     data = json.loads((tmp_path / "auto" / "results.json").read_text())
     assert rc == 0, output

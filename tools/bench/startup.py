@@ -11,6 +11,7 @@
 Medians of repeated runs; the ratio is of medians measured in the same run.
 """
 
+import importlib.util
 import os
 import shutil
 import statistics
@@ -68,6 +69,10 @@ def run(*, quick: bool, log: Any) -> dict[str, Any]:
     corpus = fixtures_dir()
     if corpus is None:
         out["train_bpe"] = "skipped: corpus.en not found (LMSPEC_FIXTURES)"
+        return out
+    if importlib.util.find_spec("tokenizers") is None:
+        log("startup: Hugging Face tokenizers not installed (pip install -e .[bench]): train-bpe comparison skipped")
+        out["train_bpe"] = "skipped: Hugging Face tokenizers not installed (pip install -e .[bench])"
         return out
     log("startup: train-bpe vs HF tokenizers, whole processes")
     ours, theirs = [], []
