@@ -8,7 +8,7 @@ import numpy as np
 
 from lmspec.conformance import tolerances as T
 from lmspec.conformance.snapshot_io import npz_bytes
-from lmspec.tools import snapshots
+from lmspec.tools import snapshot_cases as snapshots
 
 
 def test_snapshots_have_no_drift():
