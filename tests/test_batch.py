@@ -118,17 +118,21 @@ def test_content_hash_follows_the_settings_that_change_results(tmp_path: Path) -
     assert digest(options=JudgeOptions(jobs=1, suite=DEFAULT_SUITE)) != base
 
 
-def test_a_worker_with_other_lmspec_code_refuses(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text(GOOD)
-    payload = distributed.make_payload(
+def _payload(fixtures: Path | None = None) -> distributed.Payload:
+    return distributed.make_payload(
         _options(),
         points=batch.PointsTable(),
         formats=("json",),
         fail_under=None,
         env="none",
         env_cache=None,
-        fixtures=None,
+        fixtures=fixtures,
     )
+
+
+def test_a_worker_with_other_lmspec_code_refuses(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(GOOD)
+    payload = _payload()
     other = dataclasses.replace(payload, lmspec_digest="0" * 64)
     result = distributed.grade_archive(distributed.pack(tmp_path / "a.py").archive, "a", "h", other)
     assert result.error and "install the same lmspec on every worker" in result.error and not result.files
@@ -138,15 +142,7 @@ def test_fixtures_travel_with_the_batch(tmp_path: Path) -> None:
     """The client's oracle files are packed into the payload and unpacked once per worker machine."""
     (tmp_path / "fx").mkdir()
     (tmp_path / "fx" / "corpus.en").write_text("hello")
-    payload = distributed.make_payload(
-        _options(),
-        points=batch.PointsTable(),
-        formats=("json",),
-        fail_under=None,
-        env="none",
-        env_cache=None,
-        fixtures=tmp_path / "fx",
-    )
+    payload = _payload(fixtures=tmp_path / "fx")
     options = distributed._worker_options(payload)
     assert Path(options.fixtures, "corpus.en").read_text() == "hello"
     assert [Path(p).name for p in options.suite] == ["0_suite_small.py"]

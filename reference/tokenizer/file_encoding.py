@@ -70,31 +70,30 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return b"\x93NUMPY\x01\x00" + (len(body)).to_bytes(2, "little") + body
 
 
+def _decode(decoder: codecs.IncrementalDecoder, data: bytes, path: Path, offset: int, final: bool = False) -> str:
+    """``decoder.decode(data)``; invalid UTF-8 is a ValueError naming the first
+    bad byte's offset in the file (``offset``: where ``data`` starts)."""
+    try:
+        return decoder.decode(data, final=final)
+    except UnicodeDecodeError as err:
+        # The decoder reports positions within its pending bytes + this block.
+        pending = len(decoder.getstate()[0])
+        raise ValueError(
+            f"{str(path)!r} is not valid UTF-8: first bad byte at byte offset "
+            f"{offset - pending + err.start} ({err.reason})"
+        ) from None
+
+
 def _text_chunks(path: Path, bar: tqdm) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
     with open(path, "rb") as f:
         while block := f.read(_READ_BYTES):
-            try:
-                text = decoder.decode(block)
-            except UnicodeDecodeError as err:
-                # The decoder reports positions within its pending bytes + this block.
-                pending = len(decoder.getstate()[0])
-                raise ValueError(
-                    f"{str(path)!r} is not valid UTF-8: first bad byte at byte offset "
-                    f"{offset - pending + err.start} ({err.reason})"
-                ) from None
+            text = _decode(decoder, block, path, offset)
             offset += len(block)
             bar.update(len(block))
             yield text
-        try:
-            yield decoder.decode(b"", final=True)
-        except UnicodeDecodeError as err:
-            pending = len(decoder.getstate()[0])
-            raise ValueError(
-                f"{str(path)!r} is not valid UTF-8: first bad byte at byte offset "
-                f"{offset - pending + err.start} ({err.reason})"
-            ) from None
+        yield _decode(decoder, b"", path, offset, final=True)
 
 
 def encode_file(
