@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmspec import ROOT
+
 _ADAMW_2025 = "04bd00cf45f11ce45b48862006cc4309ee4e80f0b703f079c50c95246fe41e7a"
 _ADAMW_2026 = "57dea23bf60c3381c757e9162e798da9a06060260bb4f79b8202a5484b28643e"
 
@@ -114,13 +116,13 @@ class Source:
         return [self.folder / n for n in (name, *aliases)]
 
 
-def default_sources(explicit: str | None, repo_root: Path | None, lmspec_root: Path) -> list[Source]:
+def default_sources(explicit: str | None, repo_root: Path | None) -> list[Source]:
     env = os.environ.get("LMSPEC_FIXTURES")
     return [
         Source("--fixtures", Path(explicit).expanduser().resolve() if explicit else None),
         Source("LMSPEC_FIXTURES", Path(env).expanduser().resolve() if env else None),
         Source("the graded repository", repo_root, repository=True),
-        Source("../shared/fixtures", lmspec_root.parent / "shared" / "fixtures"),
+        Source("../shared/fixtures", ROOT.parent / "shared" / "fixtures"),
     ]
 
 
@@ -135,8 +137,21 @@ class FixtureSet:
     missing: list[str] = field(default_factory=list)
     _cache: dict[str, Path] = field(default_factory=dict)
 
+    @classmethod
+    def default(cls, explicit: str | None, repo_root: Path | None) -> "FixtureSet":
+        """The sources in their order (module docstring)."""
+        return cls(default_sources(explicit, repo_root))
+
     def __truediv__(self, name: str) -> Path:
         return self.path(name)
+
+    def has(self, name: str) -> bool:
+        """Whether a verified copy of ``name`` is found (without failing)."""
+        try:
+            self.path(name)
+        except (FixtureMissing, FixtureRefused):
+            return False
+        return True
 
     def path(self, name: str) -> Path:
         if name in self._cache:

@@ -1,33 +1,16 @@
-"""pytest plugin: the judge. Selects the implementation under test, starts
-its worker (sandboxed), hands tests proxies of its adapter functions as
-fixtures, and adds the suite's options and reports.
+"""pytest plugin: the judge. Selects the implementation under test and its
+profile (conformance/target.py), starts its worker (sandboxed), hands tests
+proxies of the profile's adapter functions as fixtures, and adds the suite's
+options (conformance/options.py: ``pytest conformance --help``, group
+"lmspec") and reports (conformance/report.py).
 
-Options (README "Running the suite directly"):
-  --adapter PATH_OR_MODULE   implementation under test (env LMSPEC_ADAPTER;
-                             default: the reference)
-  --sandbox auto|bwrap|none  how the worker is isolated (default auto:
-                             bubblewrap when it works, else none with a warning)
-  --in-process               DEBUG ONLY, never for grading: the implementation
-                             runs inside this pytest process (pdb works)
-  --timeout-per-call S       a call without an answer after S seconds kills the
-                             worker; that function is not called again (60)
-  --memory-limit GB          address-space limit of the worker (4; 0 = none)
-  --python PATH              the worker's interpreter (default: this one)
-  --fixtures-dir DIR         the official oracle files (conformance/fixtures.py
-                             says where they are looked for otherwise)
-  --spec IDS                 only tests of these spec ids (comma separated,
-                             prefix match on dots: "2" = all of section 2)
-  --device cpu|cuda|all|auto devices for numeric tests (default auto)
-  --max-examples N           Hypothesis examples per property test
-  --xfails-file / --skips-file  test-id substrings, one a line, # comments
-  --list-spec                print every spec item with its tests, then exit
-  --lmspec-report PATH       per-test JSON (conformance/report.py)
-  --lmspec-progress PATH     one JSON line per finished test, as they finish
+    pytest conformance                              the reference, cs336
+    pytest conformance --profile gpt2               the gpt2 reference
+    pytest conformance --adapter path/to/repo       a submission (profile recognised)
 Hypothesis profiles: dev (default), ci (default when CI is set), thorough.
 """
 
 import os
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -36,19 +19,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from lmspec.conformance import report
-from lmspec.conformance.adapter import (
-    CORE_FUNCTIONS,
-    DEFAULT_ADAPTER,
-    EXTENDED_FUNCTIONS,
-    NotImplementedByAdapter,
-    looks_like_path,
-    submission_root,
-)
-from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, default_sources
-from lmspec.conformance.proxy import Implementation
-from lmspec.conformance.sandbox import Sandbox, WorkerSpec, resolve
-from lmspec.conformance.spec_items import BY_ID, ITEMS, matches
+from lmspec import ROOT
+from lmspec.conformance import options, profiles, report
+from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet
+from lmspec.conformance.judge.faults import NotImplementedByAdapter
+from lmspec.conformance.judge.implementation import Implementation
+from lmspec.conformance.judge.remote import RemoteFunction
+from lmspec.conformance.session import JudgeSession
 
 # --- Hypothesis profiles ----------------------------------------------------
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -65,122 +42,35 @@ settings.register_profile(
 settings.register_profile("thorough", max_examples=400, phases=list(Phase), **_common)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("lmspec", "lmspec conformance suite")
-    g.addoption("--adapter", default=None, help="adapter module path or import name (env LMSPEC_ADAPTER)")
-    g.addoption("--sandbox", default=os.environ.get("LMSPEC_SANDBOX", "auto"), choices=[s.value for s in Sandbox])
-    g.addoption("--in-process", action="store_true", help="DEBUG ONLY: run the implementation in this process")
-    g.addoption("--timeout-per-call", type=float, default=60.0, help="seconds a call may take (60)")
-    g.addoption("--startup-timeout", type=float, default=120.0, help="seconds importing the adapter may take (120)")
-    g.addoption("--memory-limit", type=float, default=4.0, help="worker address space in GB (4; 0: none)")
-    g.addoption("--allow-reference", action="store_true", help="lmspec's own meta-test adapters: reference visible")
-    g.addoption("--python", default=None, help="interpreter of the worker (default: this one)")
-    g.addoption("--fixtures-dir", default=None, help="folder with the official CS336 fixture files")
-    g.addoption("--spec", default=None, help="comma-separated spec ids to run (prefix match)")
-    g.addoption(
-        "--device",
-        default=os.environ.get("LMSPEC_DEVICE", "auto"),
-        choices=["auto", "cpu", "cuda", "all"],
-    )
-    g.addoption("--max-examples", type=int, default=None, help="Hypothesis max_examples override")
-    g.addoption(
-        "--shrink-budget",
-        type=float,
-        default=10.0,
-        help="seconds Hypothesis may spend shrinking one failure (10): past it, the failure is shown "
-        "as far as it got, and the report says so",
-    )
-    g.addoption("--xfails-file", default=None, help="file of test-id substrings to mark xfail")
-    g.addoption("--skips-file", default=None, help="file of test-id substrings to skip")
-    g.addoption("--list-spec", action="store_true", help="list spec items with their tests and exit")
-    g.addoption("--lmspec-report", default=None, help="write a per-test JSON report to this path")
-    g.addoption("--lmspec-progress", default=None, help="append one JSON line per finished test (the grader's bar)")
+    options.add_to_pytest(parser.getgroup("lmspec", "lmspec conformance suite"))
 
 
-# --- the implementation under test ----------------------------------------------
-class _Target:
-    """What --adapter names, resolved once per judge process."""
-
-    def __init__(self, config: pytest.Config):
-        target = config.getoption("adapter") or os.environ.get("LMSPEC_ADAPTER") or DEFAULT_ADAPTER
-        self.label = target
-        self.is_reference = target == DEFAULT_ADAPTER
-        if looks_like_path(target):
-            path = Path(target).expanduser().resolve()
-            self.adapter, self.root = str(path), submission_root(path)
-        else:
-            self.adapter, self.root = target, None
-        sandbox, warning = resolve(config.getoption("sandbox"))
-        self.in_process = bool(config.getoption("in_process"))
-        self.warnings = [warning] if warning and not self.in_process else []
-        if self.in_process:
-            self.warnings.append("--in-process: the implementation ran INSIDE the judge (debugging only, not grading)")
-        memory = config.getoption("memory_limit") or None
-        threads = 1 if hasattr(config, "workerinput") or os.cpu_count() == 1 else 2
-        cuda = config.getoption("device") in ("cuda", "all", "auto") and _cuda_available()
-        self.spec = WorkerSpec(
-            adapter=self.adapter,
-            root=self.root,
-            python=config.getoption("python") or sys.executable,
-            sandbox=sandbox,
-            memory_gb=memory,
-            threads=threads,
-            cuda=cuda,
-            allow_reference=bool(config.getoption("allow_reference")) or self.is_reference,
-        )
-        workerinput = getattr(config, "workerinput", None)
-        self.session_dir = Path(workerinput["lmspec_session_dir"] if workerinput else config._lmspec_session_dir)
-        self.impl: Implementation | None = None
-        self.start_error: BaseException | None = None
-
-    def implementation(self, config: pytest.Config) -> Implementation:
-        if self.impl is None and self.start_error is None:
-            try:
-                self.impl = Implementation(
-                    self.spec,
-                    in_process=self.in_process,
-                    call_timeout=config.getoption("timeout_per_call"),
-                    startup_timeout=config.getoption("startup_timeout"),
-                    session_dir=self.session_dir,
-                    warnings=tuple(self.warnings),
-                )
-            except BaseException as exc:
-                self.start_error = exc
-            report.record_worker(config, self)
-        if self.start_error is not None:
-            raise self.start_error
-        assert self.impl is not None
-        return self.impl
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+def session_of(config: pytest.Config) -> JudgeSession:
+    return config._lmspec_session  # type: ignore[attr-defined]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "spec(id): the SPEC.md item a test checks (conformance/spec_items.py)")
+    config.addinivalue_line("markers", "spec(id): the SPEC.md item a test checks (its profile's record)")
     config.addinivalue_line("markers", "slow: a test that takes seconds even in the ci profile")
     config.addinivalue_line(
         "markers",
         "strict: a STRICT rule of its spec item (SPEC.md: behaviour beyond the course's contract; "
         "reported per item, never scored)",
     )
-    if hasattr(config, "workerinput"):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).
         import torch
 
         torch.set_num_threads(1)
+        session_dir = workerinput["lmspec_session_dir"]
     else:
-        config._lmspec_session_dir = tempfile.mkdtemp(prefix="lmspec-session-")  # type: ignore[attr-defined]
-    config._lmspec_target = _Target(config)  # type: ignore[attr-defined]
-    config._lmspec_fixtures = FixtureSet(  # type: ignore[attr-defined]
-        default_sources(config.getoption("fixtures_dir"), config._lmspec_target.root, REPO_ROOT)  # type: ignore[attr-defined]
+        session_dir = tempfile.mkdtemp(prefix="lmspec-session-")
+    config._lmspec_session = JudgeSession(  # type: ignore[attr-defined]
+        options.from_pytest(config), Path(session_dir), xdist_worker=workerinput is not None
     )
     report.configure(config)
 
@@ -188,22 +78,24 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist: every judge process shares the session folder (fault registry)."""
-    node.workerinput["lmspec_session_dir"] = node.config._lmspec_session_dir
+    node.workerinput["lmspec_session_dir"] = str(session_of(node.config).session_dir)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    target = getattr(config, "_lmspec_target", None)
-    if target is not None and target.impl is not None:
-        report.record_findings(config, target)
-        target.impl.close()
+    session = getattr(config, "_lmspec_session", None)
+    if session is not None and session.impl is not None:
+        report.record_findings(config, session)
+        session.impl.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    target: _Target = config._lmspec_target  # type: ignore[attr-defined]
-    lines = [f"lmspec adapter: {target.label}" + (f" (root {target.root})" if target.root else "")]
-    mode = "in-process (DEBUG)" if target.in_process else f"worker, sandbox {target.spec.sandbox}"
+    session = session_of(config)
+    target = session.target
+    lines = [f"lmspec adapter: {target.given}" + (f" (root {target.root})" if target.root else "")]
+    lines.append(f"lmspec profile: {target.profile} ({target.detected_by})")
+    mode = "in-process (DEBUG)" if session.in_process else f"worker, sandbox {session.spec.sandbox}"
     lines.append(f"lmspec isolation: {mode}")
-    lines.extend(f"lmspec WARNING: {w}" for w in target.warnings)
+    lines.extend(f"lmspec WARNING: {w}" for w in session.warnings)
     lines.append(f"lmspec hypothesis profile: {settings.default!r}"[:200])
     env = {k: v for k, v in os.environ.items() if k.startswith("LMSPEC_")}
     if env:
@@ -215,8 +107,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def impl(pytestconfig: pytest.Config) -> Implementation:
     """The implementation under test (its worker); fails every test that
     needs it when it cannot be loaded."""
-    target: _Target = pytestconfig._lmspec_target  # type: ignore[attr-defined]
-    implementation = target.implementation(pytestconfig)
+    implementation = session_of(pytestconfig).implementation(lambda s: report.record_worker(pytestconfig, s))
     error = implementation.import_error
     if error is not None:
         where = f"{error.get('file')}:{error.get('line')}: " if error.get("file") else ""
@@ -228,12 +119,14 @@ def impl(pytestconfig: pytest.Config) -> Implementation:
     return implementation
 
 
-def _make_fixture(name: str):
+def _make_fixture(function: profiles.Function):
+    name = function.name
+
     @pytest.fixture(scope="session", name=name)
     def _fixture(impl: Implementation):
         if not impl.has(name):
-            pytest.skip(str(NotImplementedByAdapter(name)))
-        fn = impl.function(name)
+            pytest.skip(str(NotImplementedByAdapter(name, function.extended)))
+        fn = RemoteFunction(impl, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
@@ -242,7 +135,7 @@ def _make_fixture(name: str):
             except NotImplementedByAdapter as exc:
                 # pytest.skip raises a BaseException, which Hypothesis re-raises
                 # at once instead of shrinking it as a failure.
-                pytest.skip(str(NotImplementedByAdapter(name, detail=str(exc).partition("(")[2].rstrip(")"))))
+                pytest.skip(str(exc))
 
         call.__name__ = call.__qualname__ = name
         call.__signature__ = fn.__signature__  # type: ignore[attr-defined]
@@ -252,11 +145,18 @@ def _make_fixture(name: str):
     return _fixture
 
 
-for _name in CORE_FUNCTIONS + EXTENDED_FUNCTIONS:
-    globals()[f"_fixture_{_name}"] = _make_fixture(_name)
+#: One fixture per adapter function of every profile (names are unique across profiles).
+for _function in (f for p in profiles.all_profiles() for f in p.functions):
+    globals()[f"_fixture_{_function.name}"] = _make_fixture(_function)
 
 
 # --- devices, dtypes, fixtures data -------------------------------------------
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def available_devices(choice: str) -> list[str]:
     cuda = _cuda_available()
     if choice == "cpu":
@@ -320,7 +220,7 @@ class _Fixtures:
 def fixtures_dir(pytestconfig: pytest.Config) -> _Fixtures:
     """The official oracle files (conformance/fixtures.py: --fixtures,
     LMSPEC_FIXTURES, the graded repository's tests/fixtures, ../shared/fixtures)."""
-    return _Fixtures(pytestconfig._lmspec_fixtures)  # type: ignore[attr-defined]
+    return _Fixtures(session_of(pytestconfig).fixtures)
 
 
 @pytest.fixture(params=["float32", "bfloat16"], scope="session")
@@ -355,20 +255,34 @@ def strength(item: pytest.Item) -> str | None:
         return None
     if item.get_closest_marker("strict") is not None:
         return "strict"
-    return "should" if BY_ID[sid].should else "must"
+    return "should" if session_of(item.config).profile.item(sid).should else "must"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The test modules of other profiles are not even imported."""
+    session = getattr(config, "_lmspec_session", None)
+    if session is None or not collection_path.is_dir():
+        return None
+    own = {ROOT / "conformance" / t for t in session.profile.tests}
+    others = {ROOT / "conformance" / t for p in profiles.all_profiles() for t in p.tests} - own
+    return True if collection_path in others else None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    profile = session_of(config).profile
     for item in items:
         sid = spec_id(item)
-        if sid is not None and sid not in BY_ID:
-            raise pytest.UsageError(f"{item.nodeid}: unknown spec id {sid!r} (see conformance/spec_items.py)")
+        if sid is not None and not profile.has_item(sid):
+            raise pytest.UsageError(
+                f"{item.nodeid}: spec id {sid!r} is not an item of profile {profile.name} "
+                f"(conformance/profiles/{profile.name}.py)"
+            )
     if config.getoption("spec"):
         selectors = [s.strip() for s in config.getoption("spec").split(",") if s.strip()]
         keep, drop = [], []
         for item in items:
             sid = spec_id(item)
-            (keep if sid is not None and matches(sid, selectors) else drop).append(item)
+            (keep if sid is not None and profile.matches(sid, selectors) else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -393,13 +307,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_collection_finish(session: pytest.Session) -> None:
     if not session.config.getoption("list_spec"):
         return
-    by_item: dict[str, list[str]] = {item.id: [] for item in ITEMS}
+    profile = session_of(session.config).profile
+    by_item: dict[str, list[str]] = {item.id: [] for item in profile.items}
     for it in session.items:
         sid = spec_id(it)
         if sid:
             by_item[sid].append(it.nodeid + (" [STRICT]" if strength(it) == "strict" else ""))
-    out = []
-    for item in ITEMS:
+    out = [f"profile {profile.name}: {profile.title}"]
+    for item in profile.items:
         tag = " (extended)" if item.extended else ""
         out.append(f"{item.id:22s} {item.title}{tag} [{len(by_item[item.id])} tests]")
         out.extend(f"    {nodeid}" for nodeid in by_item[item.id])
@@ -412,8 +327,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if sid:
         item.user_properties.append(("spec", sid))
         item.user_properties.append(("strength", strength(item)))
-    target = getattr(item.config, "_lmspec_target", None)
-    if target is not None and target.impl is not None:
-        target.impl.begin_test(item.nodeid)
-        if target.impl.channel is not None:
-            item._lmspec_output_mark = target.impl.channel.output.total  # type: ignore[attr-defined]
+    impl = session_of(item.config).impl
+    if impl is not None:
+        impl.begin_test(item.nodeid)
+        if impl.channel is not None:
+            item._lmspec_output_mark = impl.channel.output.total  # type: ignore[attr-defined]

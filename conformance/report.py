@@ -1,7 +1,7 @@
 """The judge's per-test report (``--lmspec-report PATH``), read by the grader.
 
 Each test gets one record: its spec item and strength, an Outcome
-(conformance/outcomes.py), its message and a one-line summary. The message
+(conformance/judge/outcomes.py), its message and a one-line summary. The message
 is the first real failure: of a Hypothesis group of distinct failures, the
 first one, with its falsifying example; the summary is its first line plus
 the "likely cause" line when the failure names one. Run-level facts come from
@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 from _pytest.outcomes import OutcomeException
 
-from lmspec.conformance.adapter import CORE_FUNCTIONS, EXTENDED_FUNCTIONS, REPO_ROOT
-from lmspec.conformance.outcomes import Fault, Outcome
+from lmspec import ROOT
+from lmspec.conformance.judge.faults import Fault, SubmissionError
+from lmspec.conformance.outcomes import Outcome
 
 SCHEMA = "lmspec-judge/1"
 MESSAGE_CHARS = 3000
-_LMSPEC_DIRS = tuple(str(REPO_ROOT / d) + "/" for d in ("reference", "conformance", "tools"))
+_LMSPEC_DIRS = tuple(str(ROOT / d) + "/" for d in ("reference", "conformance", "tools"))
 
 
 #: When this module was imported: Python, pytest, torch, Hypothesis and the
@@ -44,7 +45,7 @@ def configure(config: pytest.Config) -> None:
 
 
 def _session_dir(config: pytest.Config) -> Path:
-    return config._lmspec_target.session_dir  # type: ignore[attr-defined]
+    return config._lmspec_session.session_dir  # type: ignore[attr-defined]
 
 
 def _process_tag(config: pytest.Config) -> str:
@@ -116,7 +117,8 @@ def note_shrink_budget(message: str, phases: dict[str, Any]) -> str:
 
 def record_fixtures(config: pytest.Config) -> None:
     """Which oracle files this judge process used, from where; refused and missing ones."""
-    files = getattr(config, "_lmspec_fixtures", None)
+    session = getattr(config, "_lmspec_session", None)
+    files = session.fixtures if session is not None else None
     if files is not None:
         (_session_dir(config) / f"fixtures-{_process_tag(config)}.json").write_text(json.dumps(files.report()))
 
@@ -128,7 +130,7 @@ def _lmspec_file(path: str, target: Any) -> bool:
     if target.root is not None and path.startswith(str(target.root) + "/"):
         return False
     if path.startswith(_LMSPEC_DIRS):
-        return not (allowed and path.startswith(str(REPO_ROOT / "reference") + "/"))
+        return not (allowed and path.startswith(str(ROOT / "reference") + "/"))
     return "/site-packages/lmspec/" in path
 
 
@@ -147,8 +149,6 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def failure_message(exc: BaseException) -> str:
     """The first real failure, with Hypothesis' falsifying example."""
-    from lmspec.conformance.proxy import SubmissionError
-
     leaf = _leaf(exc)
     if isinstance(leaf, SubmissionError):
         text = f"{leaf.remote_type}: {leaf}"
@@ -231,7 +231,7 @@ class _Hooks:
         statistics = getattr(item, "hypothesis_statistics", None)
         if call.when == "teardown" and isinstance(statistics, str):
             report.user_properties.append(("hypothesis", hypothesis_phases(statistics)))
-        target = getattr(item.config, "_lmspec_target", None)
+        target = getattr(item.config, "_lmspec_session", None)
         mark = getattr(item, "_lmspec_output_mark", None)
         if call.when == "teardown" and mark is not None and target is not None and target.impl is not None:
             channel = target.impl.channel
@@ -287,7 +287,7 @@ class _Hooks:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = session.config
-        target = getattr(config, "_lmspec_target", None)
+        target = getattr(config, "_lmspec_session", None)
         if target is not None and target.impl is not None:
             record_findings(config, target)
             record_startups(config, target)
@@ -311,7 +311,7 @@ def _read_all(folder: Path, prefix: str) -> list[Any]:
 
 
 def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
-    target = config._lmspec_target  # type: ignore[attr-defined]
+    target = config._lmspec_session  # type: ignore[attr-defined]
     folder = _session_dir(config)
     readies = _read_all(folder, "ready")
     ready = next((r["ready"] for r in readies if r.get("ready")), None) or {}
@@ -327,10 +327,12 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         fixtures["missing"] += [m for m in part.get("missing") or [] if m not in fixtures["missing"]]
     payload: dict[str, Any] = {
         "schema": SCHEMA,
-        "adapter": target.label,
+        "adapter": target.target.given,
+        "target": target.target.to_json(),
+        "profile": target.profile.name,
         "root": str(target.root) if target.root else None,
         "origin": ready.get("origin"),
-        "is_reference": target.is_reference,
+        "is_reference": target.target.is_reference,
         "sandbox": str(target.spec.sandbox),
         "in_process": target.in_process,
         "warnings": target.warnings,
@@ -340,10 +342,8 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "compromised": findings,
         "fixtures": fixtures,
         "faults": faults,
-        "missing_core": [n for n in CORE_FUNCTIONS if n not in functions] if ready else list(CORE_FUNCTIONS),
-        "missing_extended": [n for n in EXTENDED_FUNCTIONS if n not in functions]
-        if ready
-        else list(EXTENDED_FUNCTIONS),
+        "missing_core": [n for n in target.profile.core_functions if not ready or n not in functions],
+        "missing_extended": [n for n in target.profile.extended_functions if not ready or n not in functions],
         "exitstatus": exitstatus,
         "stamps": {**config._lmspec_stamps, "finished": time.time()},  # type: ignore[attr-defined]
         "worker_startups": [x for batch in _read_all(folder, "startups") for x in batch],

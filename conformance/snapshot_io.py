@@ -3,7 +3,7 @@
 Layout of one .npz: adapter tensor arguments as "arg.<name>", a weights dict
 as "weights.<key>", other arguments as JSON in "scalars", the case's spec id,
 adapter function and tolerance name as JSON in "meta", the golden output as
-"expected". tools/snapshots.py writes them; conformance/test_snapshots.py and
+"expected". tools/snapshots.py writes them; conformance/cs336/test_snapshots.py and
 the grader read them.
 """
 

@@ -73,10 +73,10 @@ TOP_P_F32 = Tolerance(1e-7, 1e-6, "renormalised float32 probabilities")
 GREEDY_LOGIT_F32 = Tolerance(1e-4, 0.0, "float32 LM logits vs float64")
 
 
-# --- SPEC §2 Transformer LM (conformance/test_nn_ops.py, test_rope.py,
+# --- SPEC §2 Transformer LM (conformance/cs336/test_nn_ops.py, test_rope.py,
 # test_attention.py, test_model.py). Derived by tools/measure_tolerances.py
 # (torch 2.13 CPU; three runs: 200, 200 and 400 derandomised examples per
-# check from conformance/strategies/nn.py): error = |a − e| / (1 + |e|) of
+# check from conformance/cs336/strategies/nn.py): error = |a − e| / (1 + |e|) of
 # correct implementations (reference adapter, torch built-ins,
 # tests/variants/einsum_matmul.py, tests/variants/fused_qkv.py) against the
 # float64 oracle, property checks included (sums, shifts, prefixes). Bound:

@@ -13,5 +13,9 @@ from pathlib import Path
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "conformance" / "plugin.py").is_file():
     __path__.append(str(_CHECKOUT))
+    #: The folder that holds conformance/, reference/, tools/, snapshots/ and docs/.
+    ROOT = _CHECKOUT
+else:
+    ROOT = Path(__file__).resolve().parent
 
 __version__ = "0.2.0"

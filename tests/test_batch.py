@@ -26,8 +26,8 @@ pytest.importorskip("distributed", reason="lmspec grade --batch needs the 'batch
 
 import cloudpickle
 
+from lmspec.conformance.options import Settings
 from lmspec.tools.grade import batch, distributed
-from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "grader_fixtures"
@@ -37,8 +37,8 @@ GOOD = (FIXTURES / "adapter_good.py").read_text()
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def _options(**kw) -> JudgeOptions:
-    return JudgeOptions(jobs=1, suite=(str(SMALL_SUITE),), **kw)
+def _settings(**kw) -> Settings:
+    return Settings(jobs=1, suite=(str(SMALL_SUITE),), **kw)
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -107,27 +107,19 @@ def test_content_hash_follows_the_settings_that_change_results(tmp_path: Path) -
     packed = distributed.pack(tmp_path / "a.py")
 
     def digest(**kw) -> str:
-        args = {"points": batch.PointsTable(), "formats": ("json",), "fail_under": None, "env": "none"}
-        payload = distributed.make_payload(kw.pop("options", _options()), env_cache=None, fixtures=None, **args)
+        settings = kw.pop("settings", _settings())
+        payload = distributed.make_payload(settings, points=batch.PointsTable(), formats=("json",), fixtures=None)
         return distributed.content_hash(packed, payload)
 
     base = digest()
     assert digest() == base
-    assert digest(options=JudgeOptions(jobs=4, suite=(str(SMALL_SUITE),))) == base
-    assert digest(options=_options(spec="2.softmax")) != base
-    assert digest(options=JudgeOptions(jobs=1, suite=DEFAULT_SUITE)) != base
+    assert digest(settings=Settings(jobs=4, suite=(str(SMALL_SUITE),))) == base
+    assert digest(settings=_settings(spec="2.softmax")) != base
+    assert digest(settings=Settings(jobs=1)) != base
 
 
 def _payload(fixtures: Path | None = None) -> distributed.Payload:
-    return distributed.make_payload(
-        _options(),
-        points=batch.PointsTable(),
-        formats=("json",),
-        fail_under=None,
-        env="none",
-        env_cache=None,
-        fixtures=fixtures,
-    )
+    return distributed.make_payload(_settings(), points=batch.PointsTable(), formats=("json",), fixtures=fixtures)
 
 
 def test_a_worker_with_other_lmspec_code_refuses(tmp_path: Path) -> None:
@@ -143,9 +135,9 @@ def test_fixtures_travel_with_the_batch(tmp_path: Path) -> None:
     (tmp_path / "fx").mkdir()
     (tmp_path / "fx" / "corpus.en").write_text("hello")
     payload = _payload(fixtures=tmp_path / "fx")
-    options = distributed._worker_options(payload)
-    assert Path(options.fixtures, "corpus.en").read_text() == "hello"
-    assert [Path(p).name for p in options.suite] == ["0_suite_small.py"]
+    settings = distributed._worker_settings(payload)
+    assert Path(settings.fixtures, "corpus.en").read_text() == "hello"
+    assert [Path(p).name for p in settings.suite] == ["0_suite_small.py"]
 
 
 # --- resuming: a stand-in task ---------------------------------------------------------------------
@@ -175,8 +167,8 @@ def test_resume_grades_only_what_changed(tmp_path: Path) -> None:
     def run(**kw) -> set[str]:
         for f in calls.iterdir():
             f.unlink()
-        options = kw.pop("options", _options())
-        rc = batch.grade_batch(subs, out=out, options=options, workers=1, quiet=True, task=task, **kw)
+        settings = kw.pop("settings", _settings()).replace(workers=1, quiet=True, **kw)
+        rc = batch.grade_batch(subs, out=out, settings=settings, task=task)
         assert rc == 0
         return {f.name.split("-")[0] for f in calls.iterdir()}
 
@@ -188,7 +180,7 @@ def test_resume_grades_only_what_changed(tmp_path: Path) -> None:
     (subs / "b.py").write_text(GOOD + "\n# changed\n")
     assert run() == {"b"}
     assert run(regrade=True) == {"a", "b", "c"}
-    assert run(options=_options(spec="2.softmax")) == {"a", "b", "c"}
+    assert run(settings=_settings(spec="2.softmax")) == {"a", "b", "c"}
     assert (out / "dashboard.html").is_file() and (out / "spec.html").is_file()
 
 
@@ -209,7 +201,7 @@ def test_a_dead_worker_costs_a_retry_not_the_batch(tmp_path: Path) -> None:
         (subs / f"{name}.py").write_text(GOOD)
     marker = tmp_path / "killed"
     task = functools.partial(kill_worker_once, str(marker), "bob")
-    rc = batch.grade_batch(subs, out=out, options=_options(), workers=2, quiet=True, task=task)
+    rc = batch.grade_batch(subs, out=out, settings=_settings(workers=2, quiet=True), task=task)
     rows = _rows(out)
     assert marker.exists(), "the stand-in task never killed its worker"
     assert rc == 0 and all(r["passed"] == "True" and not r["error"] for r in rows.values()), rows

@@ -19,6 +19,7 @@ from grader_run import run_grader
 
 from lmspec.conformance.outcomes import Outcome
 from lmspec.conformance.report import summary
+from lmspec.conformance.target import Target
 from lmspec.tools.grade import files, points, results
 from lmspec.tools.grade.report import render_table, write_gradescope, write_junit
 
@@ -31,7 +32,7 @@ STUDENT_REPO = REPO / "tests" / "fixture_repos" / "cs336_student"
 # --- scoring rules (no subprocess) ------------------------------------------------------------
 def _t(outcome: str, message: str = "", strength: str = "must", spec: str = "2.rope") -> results.TestResult:
     return results.TestResult(
-        f"conformance/test_x.py::test_{outcome}", spec, strength, Outcome(outcome), message, message
+        f"conformance/cs336/test_x.py::test_{outcome}", spec, strength, Outcome(outcome), message, message
     )
 
 
@@ -81,8 +82,7 @@ def _report(judge: dict, **kwargs) -> results.GradeReport:
     return results.build_report(
         judge,
         points=points.PointsTable(),
-        adapter="x.py",
-        name="x",
+        target=Target("x.py", "/x/x.py", None, "x", "cs336"),
         started=datetime.datetime.now(datetime.UTC),
         duration_s=1.0,
         settings={},
@@ -138,7 +138,7 @@ def test_summary_keeps_the_likely_cause() -> None:
 def test_points_table_matches_the_handout_and_loads_overrides(tmp_path: Path) -> None:
     """Core points sum to the handout's 62 code points; --points files override and validate."""
     table = points.PointsTable()
-    from lmspec.conformance.spec_items import ITEMS
+    from lmspec.conformance.profiles.cs336 import ITEMS
 
     assert sum(table[i.id] for i in ITEMS if not i.extended) == 62
     f = tmp_path / "p.json"
@@ -256,7 +256,7 @@ def test_small_suite_formats_and_batch(tmp_path: Path) -> None:
         rows
     )
     assert rows["bob"]["passed"] == "False" and rows["bob"]["items_not_implemented"] == "3"
-    assert "no tests/adapters.py or adapters.py" in rows["carol"]["error"]
+    assert "no adapters file found" in rows["carol"]["error"]
     alice = json.loads((out / "alice" / "results.json").read_text())
     assert {i["id"]: i["status"] for i in alice["items"]}["4.generation"] == "not provided"
     junit = ET.parse(out / "alice" / "junit.xml").getroot()

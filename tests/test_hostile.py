@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from grader_run import run_grader
 
-from lmspec.conformance.sandbox import bwrap_problem
+from lmspec.conformance.judge.sandbox import bwrap_problem
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = REPO / "tests" / "hostile"

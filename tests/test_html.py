@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from lmspec.conformance.report import summary
+from lmspec.conformance.target import Target
 from lmspec.tools.grade import dashboard, gradescope, html, points, results
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,23 +150,25 @@ ROPE_BUG = (
 def _report(rope_position: int = 1, *, value: str = "0.8415", d_k: int = 4) -> results.GradeReport:
     judge = {
         "tests": [
-            _record("conformance/test_nn_ops.py::test_linear_matches[cpu]", "2.linear", "passed"),
-            _record("conformance/test_nn_ops.py::test_linear_any_dims[cpu]", "2.linear", "failed", "strict", "1-D"),
+            _record("conformance/cs336/test_nn_ops.py::test_linear_matches[cpu]", "2.linear", "passed"),
             _record(
-                "conformance/test_rope.py::test_rope_rotates_adjacent_pairs[cpu]",
+                "conformance/cs336/test_nn_ops.py::test_linear_any_dims[cpu]", "2.linear", "failed", "strict", "1-D"
+            ),
+            _record(
+                "conformance/cs336/test_rope.py::test_rope_rotates_adjacent_pairs[cpu]",
                 "2.rope",
                 "failed",
                 message=ROPE_BUG.format(p=rope_position, v=value, d=d_k),
             ),
-            _record("conformance/test_rope.py::test_rope_identity_at_zero[cpu]", "2.rope", "passed"),
+            _record("conformance/cs336/test_rope.py::test_rope_identity_at_zero[cpu]", "2.rope", "passed"),
             _record(
-                "conformance/test_nn_ops.py::test_softmax[cpu]",
+                "conformance/cs336/test_nn_ops.py::test_softmax[cpu]",
                 "2.softmax",
                 "not_implemented",
                 message="not implemented: run_softmax",
             ),
             _record(
-                "conformance/test_audit.py::test_no_torch_nn",
+                "conformance/cs336/test_audit.py::test_no_torch_nn",
                 "0.from_scratch",
                 "passed",
                 "should",
@@ -180,8 +183,7 @@ def _report(rope_position: int = 1, *, value: str = "0.8415", d_k: int = 4) -> r
     report = results.build_report(
         judge,
         points=points.PointsTable(),
-        adapter="alice/tests/adapters.py",
-        name="alice",
+        target=Target("alice/tests/adapters.py", "/alice/tests/adapters.py", None, "alice", "cs336"),
         started=datetime.datetime(2026, 5, 1, tzinfo=datetime.UTC),
         duration_s=12.5,
         settings={},
@@ -461,7 +463,7 @@ def test_batch_dashboard_in_a_browser(small_batch: Path, tmp_path: Path, artifac
     assert dom.by_id["n-submissions"] == str(len(rows)) == "4"
     assert dom.by_id["n-graded"] == "3" and dom.by_id["n-errors"] == "1" and dom.by_id["n-passed"] == "2"
     submissions = dom.rows("data-name")
-    assert "not graded" in submissions["carol"] and "no tests/adapters.py or adapters.py" in submissions["carol"]
+    assert "not graded" in submissions["carol"] and "no adapters file found" in submissions["carol"]
     for name in ("alice", "bob", "dave"):
         assert f"{rows[name]['score']}/{rows[name]['max_score']}" in submissions[name]
     rates = dom.rows("data-item")

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lmspec.conformance.sandbox import bwrap_problem
-from lmspec.conformance.spec_items import ITEMS
+from lmspec.conformance.judge.sandbox import bwrap_problem
+from lmspec.conformance.profiles import all_profiles
 from lmspec.tools import spec
+
+ITEMS = [i for p in all_profiles() for i in p.items]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_SPEC = REPO.parent / "shared" / "SPEC.md"
@@ -34,7 +36,7 @@ def test_every_spec_item_has_its_part_of_the_spec() -> None:
     document = spec.text()
     for item in ITEMS:
         section = spec.section(item.id, document)
-        assert section.startswith(spec.ANCHORS[item.id]), item.id
+        assert section.startswith(item.anchor), item.id
     page = spec.render_html(document)
     assert all(f'id="{item.id}"' in page for item in ITEMS)
 
@@ -62,7 +64,20 @@ def test_wheel_claims_only_lmspec(installed: Path) -> None:
     assert (installed / "lmspec" / "snapshots" / "MANIFEST").is_file()
     assert list((installed / "lmspec" / "snapshots" / "nn").glob("*.npz"))
     assert (installed / "lmspec" / "docs" / "SPEC.md").is_file()
-    assert (installed / "lmspec" / "tools" / "worker" / "server.py").is_file()
+    assert (installed / "lmspec" / "conformance" / "judge" / "worker" / "server.py").is_file()
+
+
+def test_every_package_folder_is_in_the_wheel() -> None:
+    """pyproject's explicit package list names every product folder that holds Python code."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {"lmspec"}
+    for top in ("reference", "conformance", "tools"):
+        for init in (REPO / top).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO).parts
+            folders.add(".".join(("lmspec", *parts)))
+    assert folders - listed == set(), f"add to [tool.setuptools] packages: {sorted(folders - listed)}"
 
 
 @pytest.mark.slow
@@ -97,4 +112,4 @@ def test_lmspec_grade_works_from_the_installed_product(installed: Path, tmp_path
     expected_sandbox = "bwrap" if bwrap_problem() is None else "none"
     assert results["score"] == results["max_score"] == 1 and results["sandbox"] == expected_sandbox, results
     suite = (tmp_path / results["settings"]["suite"][0]).resolve()
-    assert suite == (installed / "lmspec" / "conformance").resolve(), suite
+    assert suite == (installed / "lmspec" / "conformance" / "cs336").resolve(), suite

@@ -1,12 +1,12 @@
-"""Every SPEC §2 strategy (conformance/strategies/nn.py) yields valid values:
+"""Every SPEC §2 strategy (conformance/cs336/strategies/nn.py) yields valid values:
 consistent shapes, dtypes and ranges, within the module's size caps."""
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmspec.conformance.oracles import nn as oracle
-from lmspec.conformance.strategies import nn as sn
+from lmspec.conformance.cs336.oracles import nn as oracle
+from lmspec.conformance.cs336.strategies import nn as sn
 
 FEW = settings(max_examples=10)
 

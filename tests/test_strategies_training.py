@@ -1,5 +1,5 @@
 """Self-tests of the §3/§4 strategies, oracles and statistics the conformance
-tests rely on (conformance/strategies/training.py, oracles/training.py, stats.py)."""
+tests rely on (conformance/cs336/strategies/training.py, oracles/training.py, stats.py)."""
 
 import itertools
 import math
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 
 from lmspec.conformance import stats
-from lmspec.conformance.oracles.training import (
+from lmspec.conformance.cs336.oracles.training import (
     AdamWHyper,
     adamw_trajectory,
     clipped_grads_formula,
@@ -19,7 +19,7 @@ from lmspec.conformance.oracles.training import (
     top_p_filter64,
     torch_adamw_trajectory,
 )
-from lmspec.conformance.strategies.training import (
+from lmspec.conformance.cs336.strategies.training import (
     CE_ANY_LEAD,
     MAX_ADAMW_STEPS,
     adamw_runs,

@@ -14,7 +14,7 @@ def test_at_least_three_variants():
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_suite_accepts_variant(variant):
-    report = run_suite(variant.path, variant.meta.get("run"))
+    report = run_suite(variant.path, variant.meta.get("run"), profile=variant.meta.get("profile"))
     assert report.get("import_error") is None, report["import_error"]
     assert report["tests"], "no tests ran:\n" + report["output"]
     bad = bad_tests(report, "must", "should")

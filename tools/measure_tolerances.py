@@ -6,7 +6,7 @@ Implementations measured: the reference adapter, the two variants in
 tests/variants/ (einsum everywhere with other op orders; fused QKV with
 complex RoPE) and "builtins", the torch built-ins a student might mirror
 (F.linear, F.rms_norm, torch.softmax, F.scaled_dot_product_attention...).
-Inputs are drawn from the suite's own strategies (conformance/strategies/nn.py),
+Inputs are drawn from the suite's own strategies (conformance/cs336/strategies/nn.py),
 derandomised, so they include the examples the ci profile runs.
 
 For every check the error is ``|a − e| / (1 + |e|)``: a bound ``atol = rtol
@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from lmspec.conformance.oracles import nn as oracle
-from lmspec.conformance.strategies import nn as sn
+from lmspec.conformance.cs336.oracles import nn as oracle
+from lmspec.conformance.cs336.strategies import nn as sn
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = ("tests/variants/einsum_matmul.py", "tests/variants/fused_qkv.py")

@@ -1,5 +1,5 @@
 """Mutation testing of the suite itself, through the grader's own harness
-(tools.grade.judge: the judge process and its sandboxed worker).
+(conformance.judge.launch: the judge process and its sandboxed worker).
 
 Each file in tests/mutants/ is an adapter with one realistic bug and a
 ``MUTANT = {"spec": ..., "bug": ..., "run": [...]}`` header. A mutant is
@@ -25,10 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lmspec.tools.grade.judge import REPO, JudgeOptions, run_judge
+from lmspec import ROOT
+from lmspec.conformance.judge.launch import run_judge
+from lmspec.conformance.options import Settings
+from lmspec.conformance.target import resolve
 
-MUTANTS_DIR = REPO / "tests" / "mutants"
-VARIANTS_DIR = REPO / "tests" / "variants"
+MUTANTS_DIR = ROOT / "tests" / "mutants"
+VARIANTS_DIR = ROOT / "tests" / "variants"
 _BAD = ("failed", "error", "timeout")
 
 
@@ -52,17 +55,25 @@ def discover(folder: Path = MUTANTS_DIR, var: str = "MUTANT") -> list[Entry]:
     return [Entry(p, _header(p, var)) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
 
-def run_suite(adapter: Path | str, spec: list[str] | None, *, allow_reference: bool = True, jobs: int = 1) -> dict:
+def run_suite(
+    adapter: Path | str,
+    spec: list[str] | None,
+    *,
+    allow_reference: bool = True,
+    jobs: int = 1,
+    profile: str | None = None,
+) -> dict:
     """The judge's report for one adapter (or a minimal one saying why there is none)."""
-    options = JudgeOptions(
+    settings = Settings(
         spec=",".join(spec) if spec else None,
         jobs=jobs,
         allow_reference=allow_reference,
-        total_timeout_s=900,
-        call_timeout_s=60,
+        timeout=900.0,
+        timeout_per_call=60.0,
+        profile=profile,
     )
     with tempfile.TemporaryDirectory(prefix="lmspec-meta-") as tmp:
-        run = run_judge(str(adapter), options, Path(tmp))
+        run = run_judge(resolve(str(adapter), profile), settings, Path(tmp))
         log = run.log.read_text(errors="replace")[-4000:]
     report = run.report or {"tests": [], "problem": run.problem}
     report["output"] = log
@@ -90,7 +101,7 @@ class Outcome(NamedTuple):
 
 def run_one(entry: Entry) -> Outcome:
     start = time.perf_counter()
-    report = run_suite(entry.path, entry.meta.get("run") or [entry.meta["spec"]])
+    report = run_suite(entry.path, entry.meta.get("run") or [entry.meta["spec"]], profile=entry.meta.get("profile"))
     if report.get("import_error") or report.get("problem"):
         why = report.get("import_error") or report.get("problem")
         return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)

@@ -12,7 +12,7 @@ import torch
 
 from lmspec.conformance import tolerances as T
 from lmspec.conformance.asserts import describe_mismatch
-from lmspec.conformance.oracles import nn as O
+from lmspec.conformance.cs336.oracles import nn as O
 from lmspec.conformance.snapshot_io import MANIFEST, ROOT, npz_bytes, pack, read_manifest, sha256, unpack
 
 

@@ -14,43 +14,22 @@ import re
 import sys
 from pathlib import Path
 
-from lmspec.conformance.spec_items import BY_ID, ITEMS
+from lmspec import ROOT
+from lmspec.conformance import profiles
 
-SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
+SPEC = ROOT / "docs" / "SPEC.md"
 
-#: Where each item's rule starts in SPEC.md (the start of a heading or a bullet).
-ANCHORS: dict[str, str] = {
-    "0.from_scratch": "## 0.",
-    "1.1.pretokenize": "### 1.1",
-    "1.2.train_bpe": "### 1.2",
-    "1.2.train_bpe.speed": "### 1.2",
-    "1.3.encode": "- `encode(text)",
-    "1.3.decode": "- `decode(ids)",
-    "1.3.encode_iterable": "- `encode_iterable(",
-    "1.3.encode_iterable.memory": "- `encode_iterable(",
-    "1.3.special_tokens": "- Special tokens given",
-    "2.linear": "- **Linear(",
-    "2.embedding": "- **Embedding(",
-    "2.rmsnorm": "- **RMSNorm(",
-    "2.silu": "- **SiLU**",
-    "2.swiglu": "- **SwiGLU",
-    "2.rope": "- **RoPE(",
-    "2.softmax": "- **softmax(",
-    "2.sdpa": "- **Scaled dot-product attention",
-    "2.mha": "- **Causal multi-head",
-    "2.block": "- **Pre-norm block",
-    "2.ablations": "- **Pre-norm block",
-    "2.lm": "- **Transformer LM(",
-    "2.accounting": "- Resource accounting",
-    "3.cross_entropy": "- **cross_entropy(",
-    "3.perplexity": "- **Perplexity",
-    "3.adamw": "- **AdamW(",
-    "3.cosine_schedule": "- **Cosine schedule",
-    "3.gradient_clipping": "- **Gradient clipping",
-    "3.get_batch": "- **get_batch(",
-    "3.checkpoint": "- **Checkpointing",
-    "4.generation": "## 4.",
-}
+
+def _items() -> list[profiles.SpecItem]:
+    """Every profile's items, in the profiles' order."""
+    return [i for p in profiles.all_profiles() for i in p.items]
+
+
+def _anchors() -> dict[str, str]:
+    """Where each item's rule starts in SPEC.md (its record's ``anchor``)."""
+    return {i.id: i.anchor for i in _items()}
+
+
 _SHAPES = "Shapes. "
 
 
@@ -69,7 +48,7 @@ def _level(line: str) -> int | None:
 def section(item_id: str, document: str | None = None) -> str:
     """The lines of SPEC.md that state the rule of ``item_id``."""
     lines = (document if document is not None else text()).splitlines()
-    anchor = ANCHORS[item_id]
+    anchor = _anchors()[item_id]
     start = next(i for i, line in enumerate(lines) if line.startswith(anchor))
     level = _level(lines[start]) or 10
     end = start + 1
@@ -96,7 +75,7 @@ def render_html(document: str | None = None) -> str:
     at the line where the item's rule starts."""
     document = document if document is not None else text()
     starts: dict[str, list[str]] = {}
-    for item_id, anchor in ANCHORS.items():
+    for item_id, anchor in _anchors().items():
         starts.setdefault(anchor, []).append(item_id)
     out = []
     for line in document.splitlines():
@@ -112,7 +91,7 @@ def render_html(document: str | None = None) -> str:
             out.append(f"<h{level}>{escaped.lstrip('#').strip()}</h{level}>")
         else:
             out.append(escaped + "<br>")
-    items = "".join(f'<li><a href="#{i.id}">{i.id}</a> {html.escape(i.title)}</li>' for i in ITEMS)
+    items = "".join(f'<li><a href="#{i.id}">{i.id}</a> {html.escape(i.title)}</li>' for i in _items())
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>lmspec specification</title>"
         "<style>body{font:15px/1.5 system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
@@ -131,9 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", metavar="FILE", help="write the document as a static HTML page")
     args = parser.parse_args(argv)
     if args.list:
-        for item in ITEMS:
-            kind = " (extended)" if item.extended else " (SHOULD)" if item.should else ""
-            print(f"{item.id:28s} {item.title}{kind}")
+        for profile in profiles.all_profiles():
+            print(f"profile {profile.name}: {profile.title}")
+            for item in profile.items:
+                kind = " (extended)" if item.extended else " (SHOULD)" if item.should else ""
+                print(f"  {item.id:28s} {item.title}{kind}")
         return 0
     if args.html:
         Path(args.html).write_text(render_html(), encoding="utf-8")
@@ -143,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         print(shapes())
         return 0
     if args.item:
-        if args.item not in BY_ID:
+        try:
+            item = profiles.profile_of_item(args.item).item(args.item)
+        except KeyError:
             print(f"lmspec spec: unknown item {args.item!r}; see lmspec spec --list", file=sys.stderr)
             return 2
-        print(f"{args.item}: {BY_ID[args.item].title}\n\n{section(args.item)}")
+        print(f"{args.item}: {item.title}\n\n{section(args.item)}")
         return 0
     print(text())
     return 0

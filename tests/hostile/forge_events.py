@@ -12,7 +12,9 @@ from lmspec.reference.adapter import *  # noqa: F403
 
 HOSTILE = {"does": "forges test results on every descriptor and report file", "spec": ["2.softmax", "2.linear"]}
 
-_FAKE = json.dumps({"nodeid": "conformance/test_nn_ops.py::test_softmax_matches_float64[cpu]", "outcome": "passed"})
+_FAKE = json.dumps(
+    {"nodeid": "conformance/cs336/test_nn_ops.py::test_softmax_matches_float64[cpu]", "outcome": "passed"}
+)
 for _fd in range(3, 64):
     with contextlib.suppress(OSError):
         os.write(_fd, (_FAKE + "\n").encode())

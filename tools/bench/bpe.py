@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lmspec.conformance.fixtures import sha256_file
 from lmspec.tools.bench.common import (
     EOT,
     emit,
@@ -42,7 +43,6 @@ from lmspec.tools.bench.common import (
     verdict,
 )
 from lmspec.tools.bench.corpus import stdlib_corpus
-from lmspec.tools.grade.files import sha256_file
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 TARGET_RATIO = 3.0  # reference wall time within 3x of HF at the same core count

@@ -40,9 +40,11 @@ def per_call(repeats: int) -> dict[str, Any]:
     import torch
 
     import lmspec.reference.adapter as direct
-    from lmspec.conformance.calls import LM_ARGS, lm_weights
-    from lmspec.conformance.proxy import Implementation
-    from lmspec.conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.cs336.calls import LM_ARGS, lm_weights
+    from lmspec.conformance.judge.implementation import Implementation
+    from lmspec.conformance.judge.remote import RemoteFunction
+    from lmspec.conformance.judge.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.profiles import cs336
 
     x = torch.randn(2, 5)
     ids = torch.randint(0, LM_ARGS["vocab_size"], (2, LM_ARGS["context_length"]))
@@ -51,6 +53,7 @@ def per_call(repeats: int) -> dict[str, Any]:
         "run_silu (2x5)": ("run_silu", (x,)),
         "run_transformer_lm (tiny, 2x4 ids)": ("run_transformer_lm", (*LM_ARGS.values(), weights, ids)),
     }
+    FUNCTIONS = {f.name: f for f in cs336.FUNCTIONS}
     modes: dict[str, Any] = {"direct (no proxy)": None, "proxy, in-process": "in", "worker, no sandbox": Sandbox.NONE}
     if bwrap_problem() is None:
         modes["worker, bubblewrap"] = Sandbox.BWRAP
@@ -60,9 +63,9 @@ def per_call(repeats: int) -> dict[str, Any]:
         if sandbox is not None:
             spec = WorkerSpec("lmspec.reference.adapter", None, sandbox=Sandbox.NONE if sandbox == "in" else sandbox)
             spec = WorkerSpec(spec.adapter, None, sandbox=spec.sandbox, allow_reference=True)
-            impl = Implementation(spec, in_process=sandbox == "in")
+            impl = Implementation(spec, FUNCTIONS, in_process=sandbox == "in")
         for label, (name, args) in cases.items():
-            fn = getattr(direct, name) if impl is None else impl.function(name)
+            fn = getattr(direct, name) if impl is None else RemoteFunction(impl, name)
             out.setdefault(label, {})[mode] = _median_call_s(fn, args, repeats)
         if impl is not None:
             impl.close()
@@ -70,8 +73,9 @@ def per_call(repeats: int) -> dict[str, Any]:
 
 
 def startup(repeats: int) -> dict[str, Any]:
-    from lmspec.conformance.proxy import Implementation
-    from lmspec.conformance.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.judge.implementation import Implementation
+    from lmspec.conformance.judge.sandbox import Sandbox, WorkerSpec, bwrap_problem
+    from lmspec.conformance.profiles import cs336
 
     out: dict[str, Any] = {}
     for sandbox in (Sandbox.NONE, Sandbox.BWRAP):
@@ -80,7 +84,8 @@ def startup(repeats: int) -> dict[str, Any]:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            impl = Implementation(WorkerSpec("lmspec.reference.adapter", None, sandbox=sandbox, allow_reference=True))
+            spec = WorkerSpec("lmspec.reference.adapter", None, sandbox=sandbox, allow_reference=True)
+            impl = Implementation(spec, {f.name: f for f in cs336.FUNCTIONS})
             times.append(time.perf_counter() - t0)
             impl.close()
         out[str(sandbox)] = statistics.median(times)

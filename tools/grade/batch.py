@@ -26,23 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmspec.tools.grade.judge import JudgeOptions
 from lmspec.tools.grade.points import PointsTable
-
-ADAPTER_CANDIDATES = ("tests/adapters.py", "adapters.py")
-
-
-def find_adapter(folder: Path) -> Path | None:
-    """The adapters file of one submission folder (also one level down, as
-    archives often unpack into a single top folder)."""
-    for base in (
-        folder,
-        *sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")),
-    ):
-        for rel in ADAPTER_CANDIDATES:
-            if (base / rel).is_file():
-                return base / rel
-    return None
 
 
 @dataclass(frozen=True)
@@ -191,39 +175,26 @@ def grade_batch(
     folder: Path,
     *,
     out: Path,
-    options: JudgeOptions,
+    settings: Any,
     points: PointsTable | None = None,
     formats: tuple[str, ...] = ("json", "junit", "gradescope", "html"),
-    fail_under: float | None = None,
-    env: str = "none",
-    env_cache: str | None = None,
-    fixtures: str | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    regrade: bool = False,
-    quiet: bool = False,
     task: Callable[..., Any] | None = None,
 ) -> int:
-    """Grade every submission in ``folder`` on Dask; exit status 0 when every
-    submission passes. ``task`` replaces the Dask task (tests inject faults)."""
+    """Grade every submission in ``folder`` on Dask with ``settings``
+    (conformance/options.py: --workers, --scheduler, --regrade, --quiet...);
+    exit status 0 when every submission passes. ``task`` replaces the Dask
+    task (tests inject faults)."""
+    quiet, regrade = settings.quiet, settings.regrade
     from lmspec.tools.grade import distributed as dist
     from lmspec.tools.grade.dashboard import Entry, render_dashboard
     from lmspec.tools.grade.outputs import write_spec_page, write_text_atomic
 
-    points = points or PointsTable()
+    points = points or PointsTable.default(settings.profile)
     subs = find_submissions(folder)
     if not subs:
         raise ValueError(f"--batch {folder}: no submission folders or .py files")
     out.mkdir(parents=True, exist_ok=True)
-    payload = dist.make_payload(
-        options,
-        points=points,
-        formats=formats,
-        fail_under=fail_under,
-        env=env,
-        env_cache=env_cache,
-        fixtures=_fixtures_folder(fixtures if fixtures is not None else options.fixtures),
-    )
+    payload = dist.make_payload(settings, points=points, formats=formats, fixtures=_fixtures_folder(settings.fixtures))
     rows: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, Any] | None] = {}
     todo: list[tuple[Submission, dist.Packed, str]] = []
@@ -251,7 +222,18 @@ def grade_batch(
         )
     if todo:
         run_start = time.monotonic()
-        _run(todo, out, payload, rows, results, stats, workers=workers, scheduler=scheduler, quiet=quiet, task=task)
+        _run(
+            todo,
+            out,
+            payload,
+            rows,
+            results,
+            stats,
+            workers=settings.workers,
+            scheduler=settings.scheduler,
+            quiet=quiet,
+            task=task,
+        )
         stats["grading_wall_s"] = round(time.monotonic() - run_start, 2)  # from the cluster's start to the last result
         stats["per_hour"] = round(3600 * len(todo) / stats["grading_wall_s"], 1)
     stats["errors"] = sum(bool(rows[s.name]["error"]) for s in subs)

@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmspec.conformance.spec_items import ITEMS
+from lmspec.conformance import profiles
 from lmspec.tools.grade.html import card, esc, likely_cause, page, pts, status_class
 
 #: Statuses that are no failure of the submission's (nothing to cluster).
@@ -97,7 +97,7 @@ def pass_rates(entries: list[Entry]) -> list[tuple[str, str, int, int]]:
     counts as run by a submission when it was checked: not "skipped", and
     not "not provided" (an extended item the submission does not offer)."""
     out = []
-    for spec_item in ITEMS:
+    for spec_item in (i for p in profiles.all_profiles() for i in p.items):
         passed = ran = 0
         for entry in entries:
             item = next((i for i in (entry.results or {}).get("items") or [] if i.get("id") == spec_item.id), None)

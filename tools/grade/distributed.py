@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from lmspec.tools.grade.files import REPO, tree_digest
-from lmspec.tools.grade.judge import DEFAULT_SUITE, JudgeOptions
 from lmspec.tools.grade.points import PointsTable
 
 #: Folders that never travel: version control objects (``.git`` travels as an
@@ -143,27 +142,42 @@ def unpack(archive: bytes, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
+#: Settings that do not change results (how work is spread, where files go).
+_NOT_RESULTS = (
+    "jobs",
+    "suite",
+    "fixtures",
+    "out",
+    "format",
+    "batch",
+    "workers",
+    "scheduler",
+    "regrade",
+    "quiet",
+    "timings",
+    "env_cache",
+    "points",
+)
+
+
 @dataclass(frozen=True)
 class Payload:
     """What every task of a batch shares (scattered once to every worker)."""
 
-    options: JudgeOptions  # suite and fixtures: set on the worker from the archives below
+    settings: Any  # conformance/options.py; suite and fixtures: set on the worker from the archives below
     points: PointsTable
     formats: tuple[str, ...]
-    fail_under: float | None
-    env: str
-    env_cache: str | None
     suite: Packed | None  # a custom --suite (None: the worker's own lmspec suite)
     suite_names: tuple[str, ...]
     fixtures: Packed | None
     lmspec_digest: str
     digest: str = ""  # of the settings that change results (settings_digest)
 
-    def settings(self) -> dict[str, Any]:
+    def result_settings(self) -> dict[str, Any]:
         """The grading settings that change results (``jobs`` does not: it
         only spreads the same tests over more processes)."""
-        options = dataclasses.asdict(self.options)
-        for key in ("jobs", "suite", "fixtures"):
+        options = dataclasses.asdict(self.settings)
+        for key in _NOT_RESULTS:
             options.pop(key)
         return {
             "options": options,
@@ -176,38 +190,24 @@ class Payload:
                 "leaderboard": list(self.points.leaderboard),
             },
             "formats": sorted(self.formats),
-            "fail_under": self.fail_under,
-            "env": self.env,
             "lmspec": self.lmspec_digest,
         }
 
 
-def make_payload(
-    options: JudgeOptions,
-    *,
-    points: PointsTable,
-    formats: tuple[str, ...],
-    fail_under: float | None,
-    env: str,
-    env_cache: str | None,
-    fixtures: Path | None,
-) -> Payload:
+def make_payload(settings: Any, *, points: PointsTable, formats: tuple[str, ...], fixtures: Path | None) -> Payload:
     suite = suite_names = None
-    if tuple(options.suite) != DEFAULT_SUITE:
-        suite, suite_names = _pack_suite(options.suite)
+    if settings.suite:
+        suite, suite_names = _pack_suite(settings.suite)
     payload = Payload(
-        options=options,
+        settings=settings,
         points=points,
         formats=formats,
-        fail_under=fail_under,
-        env=env,
-        env_cache=env_cache,
         suite=suite,
         suite_names=suite_names or (),
         fixtures=pack(fixtures) if fixtures is not None else None,
         lmspec_digest=code_digest(),
     )
-    digest = hashlib.sha256(json.dumps(payload.settings(), sort_keys=True, default=str).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps(payload.result_settings(), sort_keys=True, default=str).encode()).hexdigest()
     return dataclasses.replace(payload, digest=digest)
 
 
@@ -252,16 +252,14 @@ def _cached(packed: Packed) -> Path:
     return final
 
 
-def _worker_options(payload: Payload) -> JudgeOptions:
-    options = payload.options
+def _worker_settings(payload: Payload) -> Any:
+    settings = payload.settings.replace(suite=None, batch=None)
     if payload.suite is not None:
         root = _cached(payload.suite)
-        options = dataclasses.replace(options, suite=tuple(str(root / n) for n in payload.suite_names))
-    else:
-        options = dataclasses.replace(options, suite=DEFAULT_SUITE)
+        settings = settings.replace(suite=tuple(str(root / n) for n in payload.suite_names))
     if payload.fixtures is not None:
-        options = dataclasses.replace(options, fixtures=str(_cached(payload.fixtures)))
-    return options
+        settings = settings.replace(fixtures=str(_cached(payload.fixtures)))
+    return settings
 
 
 def worker_name() -> str:
@@ -288,7 +286,7 @@ class TaskResult:
 
 def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> TaskResult:
     """The Dask task: unpack one submission, grade it, return its files."""
-    from lmspec.tools.grade.batch import find_adapter
+    from lmspec.conformance.target import TargetError, adapter_files, find_adapter, resolve
     from lmspec.tools.grade.grading import NotGraded, grade
     from lmspec.tools.grade.outputs import write_outputs
 
@@ -309,22 +307,17 @@ def grade_archive(archive: bytes, name: str, digest: str, payload: Payload) -> T
         unpack(archive, sub)
         adapter = find_adapter(sub)
         if adapter is None:
-            result.error = "no tests/adapters.py or adapters.py found"
+            result.error = f"no adapters file found (looked for {', '.join(adapter_files())})"
             return result
         out = base / "out"
-        options = _worker_options(payload)
+        settings = _worker_settings(payload)
         unpacked = time.monotonic()
         try:
-            report = grade(
-                str(adapter),
-                out=out,
-                options=options,
-                points=payload.points,
-                fail_under=payload.fail_under,
-                formats=(),
-                env=payload.env,
-                env_cache=payload.env_cache,
-            )
+            target = resolve(str(adapter), settings.profile, python=settings.python)
+            report = grade(target, out=out, settings=settings, points=payload.points)
+        except TargetError as exc:
+            result.error = f"not graded: {exc}"
+            return result
         except NotGraded as exc:
             result.error = f"not graded: {exc}"
             return result

@@ -4,23 +4,17 @@ checked before and after every grading) and the code the judge imports
 means the submission wrote into the suite and the run is compromised; under
 bubblewrap the submission cannot see these files)."""
 
-import hashlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SNAPSHOTS = REPO / "snapshots"
+from lmspec import ROOT
+from lmspec.conformance.fixtures import sha256_file
+
+REPO = ROOT
+SNAPSHOTS = ROOT / "snapshots"
 # Everything the judge reads from the suite: snapshots, the tests and their
-# helpers, the grader and the worker's own code.
-WATCHED = (SNAPSHOTS, REPO / "conformance", REPO / "tools" / "grade", REPO / "tools" / "worker")
+# helpers, the judge and its worker, the grader.
+WATCHED = (SNAPSHOTS, ROOT / "conformance", ROOT / "tools" / "grade")
 _MAX_FILES = 20_000
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def tree_digest(roots: tuple[Path, ...] = WATCHED) -> dict[str, str]:

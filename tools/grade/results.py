@@ -21,8 +21,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmspec.conformance import profiles
 from lmspec.conformance.outcomes import Outcome
-from lmspec.conformance.spec_items import BY_ID, ITEMS
+from lmspec.conformance.profiles import Kind as Group
+from lmspec.conformance.target import Target
 from lmspec.tools.grade.points import PointsTable
 
 SCHEMA = "lmspec-grade/2"
@@ -39,13 +41,6 @@ class Status(enum.StrEnum):
     NOT_IMPLEMENTED = "not implemented"
     NOT_PROVIDED = "not provided"
     SKIPPED = "skipped"
-
-
-class Group(enum.StrEnum):
-    CORE = "core"
-    EXTENDED = "extended"
-    SHOULD = "should"
-    AUDIT = "audit"
 
 
 @dataclass
@@ -193,6 +188,7 @@ class GradeReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
+            "profile": self.implementation.get("profile"),
             "implementation": self.implementation,
             "started": self.started,
             "duration_s": round(self.duration_s, 2),
@@ -251,14 +247,6 @@ def verdict(tests: list[TestResult], *, extended: bool, audit: bool) -> Verdict:
     return Verdict(Status.PASS, "", tests)
 
 
-def _group(item_id: str) -> Group:
-    if item_id == AUDIT_ITEM:
-        return Group.AUDIT
-    if BY_ID[item_id].should:
-        return Group.SHOULD
-    return Group.EXTENDED if BY_ID[item_id].extended else Group.CORE
-
-
 def _lazy_import_error(items: list[ItemResult]) -> str | None:
     """One import problem behind every failing core item (a package that
     fails inside each adapter call, not at the adapter's import)."""
@@ -274,12 +262,83 @@ def _lazy_import_error(items: list[ItemResult]) -> str | None:
     return None
 
 
+def _item_result(spec_item: profiles.SpecItem, tests: list[TestResult], points: PointsTable) -> ItemResult:
+    """One item: its scored verdict and points from its MUST tests, its STRICT verdict beside."""
+    group = spec_item.kind
+    scored = [t for t in tests if t.strength != "strict"]
+    strict = [t for t in tests if t.strength == "strict"]
+    audit = group == Group.AUDIT
+    main = verdict(scored, extended=spec_item.extended, audit=audit) if scored else Verdict(Status.SKIPPED, "", [])
+    max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
+    if main.status == Status.PASS:
+        earned = max_points
+    elif points.partial_credit and main.status != Status.SKIPPED:
+        counted = [t for t in scored if t.outcome != Outcome.SKIPPED]
+        earned = max_points * sum(t.outcome == Outcome.PASSED for t in counted) / len(counted)
+    else:
+        earned = 0.0
+    if main.status == Status.SKIPPED:
+        max_points = 0.0  # nothing could be checked here: not in the maximum
+    strict_verdict = verdict(strict, extended=spec_item.extended, audit=audit) if strict else None
+    return ItemResult(
+        spec_item.id, spec_item.title, group, main.status, earned, max_points, main.explanation, scored, strict_verdict
+    )
+
+
+def score_items(profile: profiles.Profile, tests: list[TestResult], points: PointsTable) -> list[ItemResult]:
+    """The profile's items that have tests, in the record's order."""
+    by_item: dict[str, list[TestResult]] = {}
+    for t in tests:
+        if t.spec is not None and profile.has_item(t.spec):
+            by_item.setdefault(t.spec, []).append(t)
+    return [_item_result(i, by_item[i.id], points) for i in profile.items if by_item.get(i.id)]
+
+
+def _audit_status(items: list[ItemResult], findings: list[dict[str, Any]]) -> str:
+    audit_item = next((i for i in items if i.group == Group.AUDIT), None)
+    if audit_item is None:
+        return "not run"
+    if findings:
+        return "findings"
+    return {Status.PASS: "clean"}.get(audit_item.status, str(audit_item.status))
+
+
+def _warnings(judge: dict[str, Any], tests: list[TestResult], items: list[ItemResult], extra: list[str]) -> list[str]:
+    warnings = [str(w) for w in judge.get("warnings") or []] + list(extra)
+    for t in tests:
+        printed = int(t.props.get("output_bytes") or 0)
+        if printed > BIG_OUTPUT_BYTES:
+            warnings.append(f"{t.short} printed {printed / 1e6:.1f} MB of output")
+    restarts = len([f for f in judge.get("faults") or [] if isinstance(f, dict)])
+    if restarts:
+        warnings.append(f"the worker was restarted {restarts} time(s) after a crash or timeout")
+    for item in items:
+        if item.status == Status.SKIPPED and item.group != Group.AUDIT:
+            warnings.append(f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score")
+    return warnings
+
+
+def _implementation(judge: dict[str, Any], target: Target) -> dict[str, Any]:
+    worker = judge.get("worker") or {}
+    return {
+        "name": target.name,
+        "adapter": target.given if not target.is_reference else f"{target.adapter} (the reference)",
+        "profile": target.profile,
+        "profile_detected_by": target.detected_by,
+        "origin": judge.get("origin"),
+        "root": judge.get("root"),
+        "import_error": judge.get("import_error"),
+        "metadata": worker.get("metadata"),
+        "missing_core": judge.get("missing_core"),
+        "missing_extended": judge.get("missing_extended"),
+    }
+
+
 def build_report(
     judge: dict[str, Any],
     *,
     points: PointsTable,
-    adapter: str,
-    name: str,
+    target: Target,
     started: _dt.datetime,
     duration_s: float,
     settings: dict[str, Any],
@@ -288,93 +347,26 @@ def build_report(
     run_error: str | None = None,
     fail_under: float | None = None,
 ) -> GradeReport:
+    """The graded report of one judge report (the module docstring's rules)."""
     tests = [TestResult.from_record(r) for r in judge.get("tests") or [] if isinstance(r, dict)]
-    by_item: dict[str, list[TestResult]] = {}
-    for t in tests:
-        if t.spec in BY_ID:
-            by_item.setdefault(t.spec, []).append(t)
-    items: list[ItemResult] = []
-    for spec_item in ITEMS:
-        item_tests = by_item.get(spec_item.id)
-        if not item_tests:
-            continue
-        group = _group(spec_item.id)
-        scored = [t for t in item_tests if t.strength != "strict"]
-        strict = [t for t in item_tests if t.strength == "strict"]
-        audit = group == Group.AUDIT
-        main = verdict(scored, extended=spec_item.extended, audit=audit) if scored else Verdict(Status.SKIPPED, "", [])
-        max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
-        if main.status == Status.PASS:
-            earned = max_points
-        elif points.partial_credit and main.status != Status.SKIPPED:
-            counted = [t for t in scored if t.outcome != Outcome.SKIPPED]
-            earned = max_points * sum(t.outcome == Outcome.PASSED for t in counted) / len(counted)
-        else:
-            earned = 0.0
-        if main.status == Status.SKIPPED:
-            max_points = 0.0  # nothing could be checked here: not in the maximum
-        strict_verdict = verdict(strict, extended=spec_item.extended, audit=audit) if strict else None
-        items.append(
-            ItemResult(
-                spec_item.id,
-                spec_item.title,
-                group,
-                main.status,
-                earned,
-                max_points,
-                main.explanation,
-                scored,
-                strict_verdict,
-            )
-        )
-
+    items = score_items(profiles.get(target.profile), tests, points)
     audit_findings = _audit(items)
-    audit_item = next((i for i in items if i.group == Group.AUDIT), None)
-    if audit_item is None:
-        audit_status = "not run"
-    elif audit_findings:
-        audit_status = "findings"
-    else:
-        audit_status = {Status.PASS: "clean"}.get(audit_item.status, str(audit_item.status))
-
-    reasons = [str(r) for r in judge.get("compromised") or []] + list(extra_compromised)
-    reasons = list(dict.fromkeys(reasons))
+    reasons = list(dict.fromkeys([str(r) for r in judge.get("compromised") or []] + list(extra_compromised)))
     compromised = bool(reasons)
-
-    warnings = [str(w) for w in judge.get("warnings") or []] + list(extra_warnings)
-    for t in tests:
-        printed = int(t.props.get("output_bytes") or 0)
-        if printed > BIG_OUTPUT_BYTES:
-            warnings.append(f"{t.short} printed {printed / 1e6:.1f} MB of output")
-    faults = [f for f in judge.get("faults") or [] if isinstance(f, dict)]
-    restarts = len(faults)
-    if restarts:
-        warnings.append(f"the worker was restarted {restarts} time(s) after a crash or timeout")
-    for item in items:
-        if item.status == Status.SKIPPED and item.group != Group.AUDIT:
-            warnings.append(f"{item.id}: every test was skipped ({item.explanation}); not in the maximum score")
-
-    error = run_error or _load_error(judge) or _lazy_import_error(items)
+    warnings = _warnings(judge, tests, items, list(extra_warnings))
+    load_error = run_error or _load_error(judge)
+    error = load_error or _lazy_import_error(items)
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
     score = sum(i.points for i in core)
     if compromised:
         warnings.append("the run is compromised: the score is set to 0 (see compromised_reasons)")
         score = 0.0
-    if error and (_load_error(judge) or run_error):
+    if load_error:
         score = 0.0
     worker = judge.get("worker") or {}
     report = GradeReport(
-        implementation={
-            "name": name,
-            "adapter": adapter,
-            "origin": judge.get("origin"),
-            "root": judge.get("root"),
-            "import_error": judge.get("import_error"),
-            "metadata": worker.get("metadata"),
-            "missing_core": judge.get("missing_core"),
-            "missing_extended": judge.get("missing_extended"),
-        },
+        implementation=_implementation(judge, target),
         started=started.astimezone(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         duration_s=duration_s,
         environment={
@@ -388,13 +380,13 @@ def build_report(
         extended_score=sum(i.points for i in ext),
         extended_max_score=sum(i.max_points for i in ext),
         audit=audit_findings,
-        audit_status=audit_status,
+        audit_status=_audit_status(items, audit_findings),
         compromised=compromised,
         compromised_reasons=reasons,
         error=error,
         warnings=warnings,
         sandbox=str(judge.get("sandbox") or "none"),
-        faults=faults,
+        faults=[f for f in judge.get("faults") or [] if isinstance(f, dict)],
         points_source=points.source,
     )
     all_core_pass = bool(core) and all(i.status in (Status.PASS, Status.SKIPPED) for i in core)

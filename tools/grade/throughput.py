@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lmspec.conformance.options import Settings
 from lmspec.tools.grade.batch import grade_batch
 from lmspec.tools.grade.files import REPO
-from lmspec.tools.grade.judge import JudgeOptions
 
 PHASES = (
     ("judge start-up", "judge_startup_s"),
@@ -73,14 +73,14 @@ class _Load:
         }
 
 
-def measure(files: list[Path], workers: int, out: Path, options: JudgeOptions) -> dict[str, Any]:
+def measure(files: list[Path], workers: int, out: Path, settings: Any) -> dict[str, Any]:
     subs = out / "submissions"
     shutil.rmtree(out, ignore_errors=True)
     subs.mkdir(parents=True)
     for f in files:
         shutil.copy(f, subs / f"{f.parent.name}-{f.name}")
     load = _Load()
-    grade_batch(subs, out=out / "results", options=options, workers=workers, regrade=True, quiet=False)
+    grade_batch(subs, out=out / "results", settings=settings.replace(workers=workers, regrade=True, quiet=False))
     run = json.loads((out / "results" / "batch.json").read_text()) | load.finish()
     results = [json.loads(p.read_text()) for p in sorted((out / "results").glob("*/results.json"))]
     run["phases"] = {
@@ -135,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench-out/batch", help="working folder (bench-out/batch)")
     args = p.parse_args(argv)
     files = catalog(args.every, args.limit)
-    options = JudgeOptions(jobs=args.jobs, spec=args.spec, allow_reference=True)
+    settings = Settings(jobs=args.jobs, spec=args.spec, allow_reference=True)
     runs = []
     print(f"{len(files)} submissions (mutants and variants), cores: {os.cpu_count()}, load: {os.getloadavg()}")
     for n in (int(x) for x in args.workers.split(",")):
         start = time.monotonic()
-        runs.append(measure(files, n, Path(args.out) / f"workers-{n}", options))
+        runs.append(measure(files, n, Path(args.out) / f"workers-{n}", settings))
         print(f"workers={n}: {time.monotonic() - start:.0f} s", flush=True)
     (Path(args.out) / "throughput.json").write_text(json.dumps(runs, indent=1) + "\n")
     print(table(runs))

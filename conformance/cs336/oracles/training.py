@@ -1,0 +1,413 @@
+"""Oracles for SPEC §3 (training) and §4 (generation), computed in float64 on
+CPU apart from the implementation under test.
+
+Cross-entropy and gradient clipping use torch built-ins in float64; AdamW,
+the cosine schedule, temperature and top-p are written out from the SPEC
+formulas; greedy decoding runs the SPEC §2 LM oracle of oracles/nn.py. The
+AdamW oracle takes flags that switch on known bugs, so a failing test can
+name the bug whose trajectory it reproduced.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lmspec.conformance.cs336.oracles.nn import ModelConfig, lm
+
+# Taken at import (before any submission code runs in a test), so a
+# submission that patches torch cannot change what the oracles compute.
+_cross_entropy = F.cross_entropy
+_clip_grad_norm = torch.nn.utils.clip_grad_norm_
+_AdamW = torch.optim.AdamW
+F64 = torch.float64
+
+
+# --- §3 cross-entropy / perplexity ---------------------------------------------
+def cross_entropy64(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean over all leading positions of ``logsumexp(o) − o[target]`` (float64)."""
+    flat = logits.detach().to("cpu", F64).reshape(-1, logits.shape[-1])
+    return _cross_entropy(flat, targets.detach().to("cpu").reshape(-1), reduction="mean")
+
+
+def cross_entropy_per_position64(logits: Tensor, targets: Tensor) -> Tensor:
+    flat = logits.detach().to("cpu", F64).reshape(-1, logits.shape[-1])
+    return _cross_entropy(flat, targets.detach().to("cpu").reshape(-1), reduction="none")
+
+
+# --- §3 AdamW --------------------------------------------------------------------
+class AdamWHyper(NamedTuple):
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+
+    def as_kwargs(self) -> dict:
+        return {
+            "lr": self.lr,
+            "betas": (self.beta1, self.beta2),
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+        }
+
+
+class AdamWBugs(NamedTuple):
+    """Switches that turn the oracle into a known wrong AdamW (for hints)."""
+
+    no_bias_correction: bool = False
+    l2_in_gradient: bool = False  # g ← g + λθ and no decoupled decay (Adam + L2)
+    decay_with_alpha_t: bool = False  # θ ← θ − α_t λ θ instead of lr λ θ
+    eps_inside_sqrt: bool = False  # sqrt(v + eps) instead of sqrt(v) + eps
+    step_offset: int = 0  # 1: first update uses t = 2
+    none_grad_as_zero: bool = False  # a None grad counts as a zero gradient
+
+
+NO_BUGS = AdamWBugs()
+DecayOrder = Literal["before", "after"]
+EpsForm = Literal["spec", "torch"]
+
+
+class AdamWOracle:
+    """Float64 AdamW of SPEC §3 with per-parameter state (m, v, t).
+
+    ``decay``: "before" (torch.optim.AdamW) or "after" the Adam update.
+    ``eps_form``: "spec" divides by ``sqrt(v) + eps`` with
+    ``α_t = lr·sqrt(1−β2^t)/(1−β1^t)``; "torch" divides by
+    ``sqrt(v/(1−β2^t)) + eps`` with step ``lr/(1−β1^t)`` (the textbook form
+    torch uses; it differs only in where eps sits).
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[tuple[Sequence[Tensor], AdamWHyper]],
+        *,
+        decay: DecayOrder = "before",
+        eps_form: EpsForm = "spec",
+        bugs: AdamWBugs = NO_BUGS,
+    ):
+        self.groups = [([p.detach().to("cpu", F64).clone() for p in ps], hp) for ps, hp in groups]
+        self.decay, self.eps_form, self.bugs = decay, eps_form, bugs
+        self.state: dict[tuple[int, int], dict] = {}
+
+    def params(self) -> list[Tensor]:
+        return [p for ps, _ in self.groups for p in ps]
+
+    def step(self, grads: Sequence[Tensor | None], lrs: Sequence[float] | None = None) -> None:
+        """One update; ``grads`` follow ``params()`` order (None: no grad);
+        ``lrs`` (one per group) replace the groups' learning rates for this
+        step, as a schedule writing ``group["lr"]`` does."""
+        it = iter(grads)
+        for gi, (ps, hp) in enumerate(self.groups):
+            if lrs is not None:
+                hp = hp._replace(lr=lrs[gi])
+            for pi, p in enumerate(ps):
+                g = next(it)
+                if g is None:
+                    if not self.bugs.none_grad_as_zero:
+                        continue
+                    g = torch.zeros_like(p)
+                self._update(self.state.setdefault((gi, pi), {}), p, g.to("cpu", F64), hp)
+
+    def _update(self, st: dict, p: Tensor, g: Tensor, hp: AdamWHyper) -> None:
+        bugs = self.bugs
+        lam = hp.weight_decay
+        if bugs.l2_in_gradient:
+            g = g + lam * p
+        t = st.get("t", 0) + 1
+        st["t"] = t
+        te = t + bugs.step_offset
+        m = st["m"] = hp.beta1 * st.get("m", torch.zeros_like(p)) + (1 - hp.beta1) * g
+        v = st["v"] = hp.beta2 * st.get("v", torch.zeros_like(p)) + (1 - hp.beta2) * g * g
+        bc1 = 1.0 if bugs.no_bias_correction else 1 - hp.beta1**te
+        bc2 = 1.0 if bugs.no_bias_correction else 1 - hp.beta2**te
+        alpha_t = hp.lr * math.sqrt(bc2) / bc1
+        root = (v + hp.eps).sqrt() if bugs.eps_inside_sqrt else v.sqrt()
+        if self.eps_form == "spec":
+            update = alpha_t * m / (root + (0.0 if bugs.eps_inside_sqrt else hp.eps))
+        else:
+            denom = root / math.sqrt(bc2) + (0.0 if bugs.eps_inside_sqrt else hp.eps)
+            update = (hp.lr / bc1) * m / denom
+        decay = 0.0 if bugs.l2_in_gradient else (alpha_t if bugs.decay_with_alpha_t else hp.lr) * lam
+        if self.decay == "before":
+            p.mul_(1 - decay).sub_(update)
+        else:
+            p.sub_(update).mul_(1 - decay)
+
+
+def flat(tensors: Sequence[Tensor]) -> Tensor:
+    """All tensors flattened into one float64 CPU vector (trajectory rows)."""
+    if not tensors:
+        return torch.zeros(0, dtype=F64)
+    return torch.cat([t.detach().to("cpu", F64).reshape(-1) for t in tensors])
+
+
+Groups = Sequence[tuple[Sequence[Tensor], AdamWHyper]]
+Grads = Sequence[Sequence[Tensor | None]]
+LRs = Sequence[Sequence[float]] | None  # lrs[step][group]: the schedule's group["lr"] values
+
+
+def adamw_trajectory(
+    groups: Groups,
+    grads: Grads,
+    *,
+    lrs: LRs = None,
+    restart_t_after: int | None = None,
+    **oracle_kwargs,
+) -> Tensor:
+    """(steps, n_params) float64: all parameters after each oracle step.
+    ``lrs`` sets every group's learning rate at every step (None: the groups'
+    own). ``restart_t_after=k`` resets every step count after k steps (m, v
+    kept): what a state_dict without t gives."""
+    opt = AdamWOracle(groups, **oracle_kwargs)
+    rows = []
+    for i, step_grads in enumerate(grads):
+        if i == restart_t_after:
+            for st in opt.state.values():
+                st["t"] = 0
+        opt.step(step_grads, None if lrs is None else lrs[i])
+        rows.append(flat(opt.params()))
+    return torch.stack(rows)
+
+
+def torch_adamw_trajectory(groups: Groups, grads: Grads, lrs: LRs = None) -> Tensor:
+    """The same run through torch.optim.AdamW in float64 (foreach off)."""
+    params = [[p.detach().to("cpu", F64).clone().requires_grad_(True) for p in ps] for ps, _ in groups]
+    opt = _AdamW(
+        [{"params": ps, **hp.as_kwargs()} for ps, (_, hp) in zip(params, groups)],
+        foreach=False,
+    )
+    everything = [p for ps in params for p in ps]
+    rows = []
+    for i, step_grads in enumerate(grads):
+        for p, g in zip(everything, step_grads):
+            p.grad = None if g is None else g.to("cpu", F64).clone()
+        if lrs is not None:
+            for group, lr in zip(opt.param_groups, lrs[i]):
+                group["lr"] = lr
+        opt.step()
+        rows.append(flat(everything))
+    return torch.stack(rows)
+
+
+def accepted_adamw_trajectories(groups: Groups, grads: Grads, lrs: LRs = None) -> dict[str, Callable[[], Tensor]]:
+    """Every AdamW the SPEC accepts (decay before/after; torch's eps placement
+    as the official test does), as lazy trajectories."""
+    return {
+        "torch.optim.AdamW (decay before the update)": lambda: torch_adamw_trajectory(groups, grads, lrs),
+        "SPEC formula, decay before the update": lambda: adamw_trajectory(groups, grads, lrs=lrs),
+        "SPEC formula, decay after the update": lambda: adamw_trajectory(groups, grads, lrs=lrs, decay="after"),
+        "torch's eps placement, decay after the update": lambda: adamw_trajectory(
+            groups, grads, lrs=lrs, decay="after", eps_form="torch"
+        ),
+    }
+
+
+def nearest_decay_order(actual: Tensor, make: Callable[[DecayOrder], Tensor]) -> Tensor:
+    """``make(decay)`` for the decay order whose result is closest to ``actual``."""
+    cands = [make("before"), make("after")]
+
+    def distance(c: Tensor) -> float:
+        if c.shape != actual.shape:
+            return math.inf
+        return float((c - actual).abs().nan_to_num(math.inf).max())
+
+    return min(cands, key=distance)
+
+
+def adamw_bug_hints(
+    groups: Groups, grads: Grads, defaults: AdamWHyper, actual: Tensor, lrs: LRs = None
+) -> list[tuple[str, Callable[[], Tensor]]]:
+    """(cause, trajectory) for recognisable AdamW bugs, each in the decay order
+    nearest ``actual``. ``lrs``: the learning rates the test wrote into each
+    group before each step (None: constant)."""
+
+    def bug(**flags) -> Callable[[], Tensor]:
+        return lambda: nearest_decay_order(
+            actual, lambda d: adamw_trajectory(groups, grads, lrs=lrs, decay=d, bugs=AdamWBugs(**flags))
+        )
+
+    def trajectory(gs: Groups, step_lrs: LRs) -> Callable[[], Tensor]:
+        return lambda: nearest_decay_order(actual, lambda d: adamw_trajectory(gs, grads, lrs=step_lrs, decay=d))
+
+    constructor = [(ps, defaults) for ps, _ in groups]
+    hints = [
+        ("no bias correction: α_t must be lr·sqrt(1−β2^t)/(1−β1^t)", bug(no_bias_correction=True)),
+        (
+            "weight decay added to the gradient (Adam + L2) instead of decoupled θ ← θ − lr·λ·θ",
+            bug(l2_in_gradient=True),
+        ),
+        ("weight decay scaled by α_t instead of lr (θ ← θ − lr·λ·θ)", bug(decay_with_alpha_t=True)),
+        ("eps inside the square root: divide by sqrt(v) + eps", bug(eps_inside_sqrt=True)),
+        ("step count off by one: the first update must use t = 1", bug(step_offset=1)),
+        (
+            "a parameter whose grad is None was updated: skip it (no decay, no state change)",
+            bug(none_grad_as_zero=True),
+        ),
+        (
+            "the constructor's hyperparameters were used for every group and step: "
+            "read lr (and betas, eps, weight_decay) from each param group at every step",
+            trajectory(constructor, None),
+        ),
+    ]
+    if lrs is not None:
+        hints.append(
+            (
+                "the learning rate was read once (at construction) instead of from group['lr'] "
+                "at every step: a schedule's changes were ignored",
+                trajectory(groups, None),
+            )
+        )
+    return hints
+
+
+# --- §3 cosine schedule ----------------------------------------------------------
+def cosine_lr(t: int, alpha_max: float, alpha_min: float, warmup: int, cycle: int) -> float:
+    """SPEC §3: linear warmup to α_max over T_w, cosine to α_min at T_c, then α_min."""
+    if t < warmup:
+        return alpha_max * t / warmup
+    if t <= cycle:
+        return alpha_min + 0.5 * (1 + math.cos(math.pi * (t - warmup) / (cycle - warmup))) * (alpha_max - alpha_min)
+    return alpha_min
+
+
+def _cos(x: float) -> float:
+    return 0.5 * (1 + math.cos(math.pi * x))
+
+
+def cosine_lr_bugs() -> dict[str, Callable[[int, float, float, int, int], float]]:
+    """Known wrong schedules (for hints), same signature as ``cosine_lr``."""
+
+    def in_cosine(f):
+        def sched(t, a_max, a_min, tw, tc):
+            return a_min + f(t, tw, tc) * (a_max - a_min) if tw <= t <= tc else cosine_lr(t, a_max, a_min, tw, tc)
+
+        return sched
+
+    def warmup_ahead(t, a_max, a_min, tw, tc):
+        return a_max * (t + 1) / tw if t < tw else cosine_lr(t, a_max, a_min, tw, tc)
+
+    def never_floors(t, a_max, a_min, tw, tc):
+        return a_min + _cos((t - tw) / (tc - tw)) * (a_max - a_min) if t >= tw else cosine_lr(t, a_max, a_min, tw, tc)
+
+    return {
+        "warmup off by one: α_max·(t+1)/T_w": warmup_ahead,
+        "cosine progress over T_c instead of T_c − T_w": in_cosine(lambda t, tw, tc: _cos((t - tw) / tc)),
+        "cosine progress t/T_c instead of (t − T_w)/(T_c − T_w)": in_cosine(lambda t, tw, tc: _cos(t / tc)),
+        "after T_c the cosine continues instead of staying at α_min": never_floors,
+    }
+
+
+# --- §3 gradient clipping ----------------------------------------------------------
+def clipped_grads_torch(grads: Sequence[Tensor | None], max_norm: float) -> list[Tensor | None]:
+    """Gradients after torch.nn.utils.clip_grad_norm_ (float64 copies)."""
+    params = []
+    for g in grads:
+        p = torch.zeros(g.shape if g is not None else (1,), dtype=F64, requires_grad=True)
+        p.grad = None if g is None else g.detach().to("cpu", F64).clone()
+        params.append(p)
+    _clip_grad_norm(params, max_norm, foreach=False)
+    return [p.grad for p in params]
+
+
+def clipped_grads_formula(
+    grads: Sequence[Tensor | None], max_norm: float, *, per_tensor: bool = False, eps: float = 1e-6
+) -> list[Tensor | None]:
+    """SPEC formula (global norm; ``per_tensor``/``eps`` switch on known bugs)."""
+    present = [g.detach().to("cpu", F64) for g in grads if g is not None]
+
+    def scale(gs: list[Tensor]) -> float:
+        norm = math.sqrt(sum(float((g * g).sum()) for g in gs))
+        return max_norm / (norm + eps) if norm > max_norm else 1.0
+
+    out: list[Tensor | None] = []
+    common = scale(present)
+    for g in grads:
+        if g is None:
+            out.append(None)
+            continue
+        g64 = g.detach().to("cpu", F64)
+        out.append(g64 * (scale([g64]) if per_tensor else common))
+    return out
+
+
+# --- §4 generation -----------------------------------------------------------------
+def temperature_softmax64(logits: Tensor, temperature: float) -> Tensor:
+    """softmax(v/τ) over the last dim in float64; τ == 0: one-hot at argmax."""
+    v = logits.detach().to("cpu", F64)
+    if temperature == 0:
+        return torch.zeros_like(v).scatter_(-1, v.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(v / temperature, dim=-1)
+
+
+def top_p_filter64(probs: Tensor, top_p: float) -> Tensor:
+    """Keep the smallest most-probable set with mass ≥ p, renormalise, zero the rest."""
+    p = probs.detach().to("cpu", F64)
+    sorted_p, order = p.sort(dim=-1, descending=True, stable=True)
+    mass_before = sorted_p.cumsum(-1) - sorted_p
+    keep_sorted = mass_before < top_p
+    keep_sorted[..., 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = torch.where(keep, p, torch.zeros_like(p))
+    return kept / kept.sum(-1, keepdim=True)
+
+
+# The float64 LM is SPEC §2's oracle (conformance/cs336/oracles/nn.py, written
+# apart from ours; an independent version written here agreed to 7e-15).
+LMConfig = ModelConfig
+
+
+def lm_logits64(cfg: LMConfig, weights: dict[str, Tensor], ids: Sequence[int]) -> Tensor:
+    """Float64 logits (seq, vocab) of the SPEC §2 LM on one sequence."""
+    return lm(torch.as_tensor(list(ids), dtype=torch.long), weights, cfg)
+
+
+def next_logits64(cfg: LMConfig, weights: dict[str, Tensor], tokens: Sequence[int]) -> Tensor:
+    """Final-position logits on the last ``context_length`` tokens (SPEC §4)."""
+    return lm_logits64(cfg, weights, list(tokens)[-cfg.context_length :])[-1]
+
+
+def greedy_decode64(
+    cfg: LMConfig, weights: dict[str, Tensor], prompt: Sequence[int], max_new_tokens: int
+) -> tuple[list[int], float]:
+    """Greedy continuation and the smallest top-1/top-2 logit gap seen."""
+    tokens, out, gap = list(prompt), [], math.inf
+    for _ in range(max_new_tokens):
+        logits = next_logits64(cfg, weights, tokens)
+        top = logits.topk(2).values
+        gap = min(gap, float(top[0] - top[1]))
+        nxt = int(logits.argmax())
+        tokens.append(nxt)
+        out.append(nxt)
+    return out, gap
+
+
+def random_lm_weights(cfg: LMConfig, seed: int, *, head_scale: float = 4.0) -> dict[str, Tensor]:
+    """Deterministic float32 LM weights with SPEC §2 key names; the LM head is
+    scaled up so next-token logits are well separated (greedy is unambiguous)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def mat(rows: int, cols: int, scale: float = 1.0) -> Tensor:
+        return torch.randn(rows, cols, generator=gen) * (scale / math.sqrt(cols))
+
+    def gain(n: int) -> Tensor:
+        return 1.0 + 0.1 * torch.randn(n, generator=gen)
+
+    d, ff = cfg.d_model, cfg.d_ff
+    w = {"token_embeddings.weight": torch.randn(cfg.vocab_size, d, generator=gen)}
+    for i in range(cfg.num_layers):
+        pre = f"layers.{i}."
+        for n in "qkv":
+            w[f"{pre}attn.{n}_proj.weight"] = mat(d, d)
+        w[pre + "attn.output_proj.weight"] = mat(d, d)
+        w[pre + "ln1.weight"] = gain(d)
+        w[pre + "ffn.w1.weight"] = mat(ff, d)
+        w[pre + "ffn.w2.weight"] = mat(d, ff)
+        w[pre + "ffn.w3.weight"] = mat(ff, d)
+        w[pre + "ln2.weight"] = gain(d)
+    w["ln_final.weight"] = gain(d)
+    w["lm_head.weight"] = mat(cfg.vocab_size, d, head_scale)
+    return w

@@ -1,0 +1,392 @@
+"""SPEC §3 loss and training utilities: cross-entropy, perplexity, the cosine
+learning-rate schedule and gradient clipping (AdamW: test_adamw.py).
+
+Oracles (conformance/cs336/oracles/training.py) run in float64 on CPU: torch's
+cross_entropy and clip_grad_norm_, and the schedule formula written out from
+the SPEC.
+
+MUST tests use the contract (SPEC §3): logits (batch, vocab) and (batch, seq,
+vocab), float32 parameters and gradients for clipping. Other leading dims and
+float64 gradients are STRICT tests.
+"""
+
+import math
+from collections.abc import Sequence
+
+import pytest
+import torch
+from hypothesis import example, given, note
+
+from lmspec.conformance.asserts import assert_close, describe_mismatch
+from lmspec.conformance.cs336.oracles.training import (
+    F64,
+    clipped_grads_formula,
+    clipped_grads_torch,
+    cosine_lr,
+    cosine_lr_bugs,
+    cross_entropy64,
+    cross_entropy_per_position64,
+    flat,
+)
+from lmspec.conformance.cs336.strategies.training import (
+    CE_ANY_LEAD,
+    CEInput,
+    ClipCase,
+    Schedule,
+    ce_inputs,
+    clip_cases,
+    schedules,
+)
+from lmspec.conformance.tolerances import (
+    CLIP_F32,
+    CLIP_F64,
+    CROSS_ENTROPY_F32,
+    EXACT,
+    PERPLEXITY_F32,
+    SCHEDULE,
+    Tolerance,
+)
+
+spec = pytest.mark.spec
+strict = pytest.mark.strict
+
+
+# --- cross-entropy and perplexity ----------------------------------------------------
+def _ce_case(case: CEInput, scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(case.seed)
+    logits = torch.randn(*case.lead, case.vocab, generator=gen) * (scale or case.scale)
+    return logits, torch.randint(0, case.vocab, case.lead, generator=gen)
+
+
+def _ce_tol(logits: torch.Tensor) -> Tolerance:
+    return Tolerance(CROSS_ENTROPY_F32.atol * max(1.0, float(logits.abs().max())), CROSS_ENTROPY_F32.rtol)
+
+
+def _scalar(value, what: str) -> torch.Tensor:
+    __tracebackhide__ = True
+    out = torch.as_tensor(value).detach().to("cpu", F64)
+    if out.numel() != 1:
+        raise AssertionError(f"{what} must be one number (the mean over positions); got shape {tuple(out.shape)}")
+    return out.reshape(())
+
+
+def _check_cross_entropy(run_cross_entropy, device, case):
+    __tracebackhide__ = True
+    logits, targets = _ce_case(case)
+    expected = cross_entropy64(logits, targets)
+    per_position = cross_entropy_per_position64(logits, targets)
+    got = _scalar(run_cross_entropy(logits.to(device), targets.to(device)), "cross_entropy")
+    assert_close(
+        got,
+        expected,
+        _ce_tol(logits),
+        rule="3.cross_entropy: mean over positions of logsumexp(o) − o[target]",
+        hints=[
+            ("summed over positions instead of the mean", lambda: per_position.sum()),
+            (
+                "averaged over the vocabulary too (divided by vocab size)",
+                lambda: expected / case.vocab,
+            ),
+            (
+                "returned the mean of −o[target] without logsumexp",
+                lambda: -_pick(logits, targets).mean(),
+            ),
+            (
+                "returned mean logsumexp, forgot − o[target]",
+                lambda: logits.double().logsumexp(-1).mean(),
+            ),
+        ],
+        context=f"logits {tuple(logits.shape)} float32 (std {case.scale:.3g}) on {device}",
+    )
+
+
+@spec("3.cross_entropy")
+@given(case=ce_inputs())
+@example(case=CEInput((2, 3), 7, 1.0, 0))
+@example(case=CEInput((1,), 2, 30.0, 1))
+def test_cross_entropy_matches_float64(run_cross_entropy, device, case):
+    """cross_entropy(o, t) = mean over all leading positions of logsumexp(o) − o[t],
+    for logits (batch, vocab) and (batch, seq, vocab)."""
+    _check_cross_entropy(run_cross_entropy, device, case)
+
+
+@spec("3.cross_entropy")
+@strict
+@given(case=ce_inputs(lead_dims=CE_ANY_LEAD))
+def test_cross_entropy_any_leading_dims(run_cross_entropy, device, case):
+    """STRICT: the same for logits with any number of leading dims (one
+    (vocab,) row and a scalar target, (a, b, c, vocab)...)."""
+    _check_cross_entropy(run_cross_entropy, device, case)
+
+
+def _pick(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return logits.double().gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def _nonfinite_causes(got: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor) -> str:
+    """Likely causes whose float32 result is the same inf/NaN as ``got``."""
+    x = logits.float()
+    picked = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    candidates = {
+        "no max subtraction: exp(o) overflows to inf (or every exp underflows to 0); "
+        "use logsumexp(o) = max(o) + log Σ exp(o − max(o))": (x.exp().sum(-1).log() - picked).mean(),
+        "log of a softmax probability that underflowed to 0: compute logsumexp(o) − o[target] "
+        "instead of −log softmax(o)[target]": -torch.softmax(x, -1).gather(-1, targets.unsqueeze(-1)).log().mean(),
+    }
+    g = float(got)
+    causes = [c for c, v in candidates.items() if (math.isnan(g) and bool(v.isnan())) or g == float(v)]
+    return ("; likely cause: " + "; or: ".join(causes)) if causes else ""
+
+
+def _check_cross_entropy_large(run_cross_entropy, device, lead):
+    __tracebackhide__ = True
+    logits, targets = _ce_case(CEInput(lead, 20, 1.0, 7), scale=1000.0)
+    expected = cross_entropy64(logits, targets)
+    got = _scalar(run_cross_entropy(logits.to(device), targets.to(device)), "cross_entropy")
+    if not bool(torch.isfinite(got)):
+        raise AssertionError(
+            f"3.cross_entropy: got {float(got)} for logits of magnitude ~1000 "
+            f"(expected {float(expected):.6g}){_nonfinite_causes(got, logits, targets)}"
+        )
+    assert_close(got, expected, _ce_tol(logits), rule="3.cross_entropy: stable for logits × 1000")
+
+
+@spec("3.cross_entropy")
+@pytest.mark.parametrize("lead", [(8,), (3, 5)], ids=lambda s: f"lead{s}")
+def test_cross_entropy_finite_for_logits_times_1000(run_cross_entropy, device, lead):
+    """Computed stably (max subtraction): finite and accurate for logits × 1000."""
+    _check_cross_entropy_large(run_cross_entropy, device, lead)
+
+
+@spec("3.cross_entropy")
+@strict
+@pytest.mark.parametrize("lead", [(), (2, 3, 4)], ids=lambda s: f"lead{s}")
+def test_cross_entropy_any_leading_dims_finite_for_logits_times_1000(run_cross_entropy, device, lead):
+    """STRICT: the same for logits of other shapes (one row, 4-D)."""
+    _check_cross_entropy_large(run_cross_entropy, device, lead)
+
+
+@spec("3.perplexity")
+@given(case=ce_inputs(max_scale=4.0))
+@example(case=CEInput((2, 3), 7, 1.0, 0))
+def test_perplexity_is_exp_of_mean_cross_entropy(run_perplexity, device, case):
+    """perplexity = exp(mean cross-entropy over all positions)."""
+    logits, targets = _ce_case(case)
+    ce = cross_entropy64(logits, targets)
+    per_position = cross_entropy_per_position64(logits, targets)
+    got = _scalar(run_perplexity(logits.to(device), targets.to(device)), "perplexity")
+    tol = Tolerance(0.0, PERPLEXITY_F32.rtol + _ce_tol(logits).atol)
+    assert_close(
+        got,
+        ce.exp(),
+        tol,
+        rule="3.perplexity: exp(mean cross-entropy)",
+        hints=[
+            ("exp of the summed cross-entropy", lambda: per_position.sum().exp()),
+            (
+                "mean of per-position exp(CE) instead of exp of the mean",
+                lambda: per_position.exp().mean(),
+            ),
+            ("returned the cross-entropy itself (no exp)", lambda: ce),
+        ],
+        context=f"logits {tuple(logits.shape)} float32 on {device}",
+    )
+
+
+# --- cosine schedule ------------------------------------------------------------------------
+def _assert_schedule(run_get_lr_cosine_schedule, sched: Schedule, ts: Sequence[int], rule: str):
+    """Values at ``ts`` (compared as α/α_max) against the SPEC formula."""
+    __tracebackhide__ = True
+    got = torch.tensor([float(run_get_lr_cosine_schedule(t, *sched)) for t in ts], dtype=F64)
+
+    def values(f) -> torch.Tensor:
+        return torch.tensor([f(t, *sched) for t in ts], dtype=F64) / sched.alpha_max
+
+    assert_close(
+        got / sched.alpha_max,
+        values(cosine_lr),
+        SCHEDULE,
+        rule=f"{rule} (values shown as α/α_max at t = {list(ts)})",
+        hints=[(cause, lambda f=f: values(f)) for cause, f in cosine_lr_bugs().items()],
+        context="α_max={:.6g}, α_min={:.6g}, T_w={}, T_c={}".format(*sched),
+    )
+
+
+@spec("3.cosine_schedule")
+def test_cosine_schedule_spec_example(run_get_lr_cosine_schedule):
+    """SPEC example (α_max 1, α_min 0.1, T_w 7, T_c 21) at t = 0..24: 0, 1/7, ...,
+    1.0 at t = 7, cosine down to 0.1 at t = 21, 0.1 after."""
+    for t, want in [(0, 0.0), (1, 1 / 7), (7, 1.0), (21, 0.1), (22, 0.1), (24, 0.1)]:
+        got = float(run_get_lr_cosine_schedule(t, 1.0, 0.1, 7, 21))
+        assert math.isclose(got, want, rel_tol=SCHEDULE.atol, abs_tol=SCHEDULE.atol), (
+            f"3.cosine_schedule: the SPEC example's value at t={t} is {want:.8g}, got {got:.8g}"
+        )
+    _assert_schedule(run_get_lr_cosine_schedule, Schedule(1.0, 0.1, 7, 21), range(25), "3.cosine_schedule")
+
+
+@spec("3.cosine_schedule")
+@given(sched=schedules())
+@example(sched=Schedule(1.0, 0.1, 7, 21))
+@example(sched=Schedule(3e-4, 3e-5, 1, 2))
+def test_cosine_schedule_matches_formula_at_boundaries(run_get_lr_cosine_schedule, sched):
+    """Warmup α_max·t/T_w below T_w; α_min + ½(1 + cos(π(t−T_w)/(T_c−T_w)))(α_max−α_min)
+    on [T_w, T_c] (so α_max at T_w, α_min at T_c: continuous); α_min after T_c."""
+    ts = {*sched.boundary_iters(), (sched.warmup + sched.cycle) // 2, sched.warmup // 2}
+    _assert_schedule(run_get_lr_cosine_schedule, sched, sorted(ts), "3.cosine_schedule")
+
+
+@spec("3.cosine_schedule")
+def test_cosine_schedule_zero_warmup(run_get_lr_cosine_schedule):
+    """T_w = 0: no warmup branch; the cosine starts at α_max at t = 0."""
+    sched = Schedule(1e-3, 1e-4, 0, 10)
+    _assert_schedule(run_get_lr_cosine_schedule, sched, range(13), "3.cosine_schedule: T_w = 0")
+
+
+# --- gradient clipping ---------------------------------------------------------------------
+def _clip_setup(case: ClipCase, dtype: torch.dtype, device: str):
+    gen = torch.Generator().manual_seed(case.seed)
+    params, grads = [], []
+    for shape, frozen, no_grad in zip(case.shapes, case.frozen, case.no_grad):
+        p = torch.nn.Parameter(torch.randn(shape, generator=gen, dtype=F64).to(device, dtype), requires_grad=not frozen)
+        g = torch.randn(shape, generator=gen, dtype=F64) * case.grad_scale
+        if not (frozen or no_grad):
+            p.grad = g.to(device, dtype)
+        params.append(p)
+        grads.append(p.grad)
+    return params, grads
+
+
+def _present(grads: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    return flat([g for g in grads if g is not None])
+
+
+def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> None:
+    __tracebackhide__ = True
+    params, grads = _clip_setup(case, dtype, device)
+    originals = [None if g is None else g.detach().clone() for g in grads]
+    expected = clipped_grads_torch(originals, case.max_norm)
+    norm = float(_present(originals).norm())
+    note(f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}")
+    run_gradient_clipping(params, case.max_norm)
+    for i, p in enumerate(params):
+        if originals[i] is None:
+            assert p.grad is None, f"3.gradient_clipping: parameter {i} had no grad and must keep grad None"
+    tol = CLIP_F64 if dtype == torch.float64 else CLIP_F32
+
+    def replaced_by_clipped() -> torch.Tensor:
+        """The observed values themselves, when every p.grad holding the clipped
+        values is a new tensor and the gradients passed in were left as they were."""
+        if all(p.grad is g for p, g in zip(params, grads)):
+            raise ValueError("gradients were modified in place")
+        if describe_mismatch(_present([p.grad for p in params]), _present(expected), tol) is not None:
+            raise ValueError("the new p.grad tensors are not the clipped gradients either")
+        return _present(grads)
+
+    per_tensor = _present(clipped_grads_formula(originals, case.max_norm, per_tensor=True))
+
+    def clipped_per_parameter() -> torch.Tensor:
+        if torch.equal(per_tensor, _present(originals)):  # indistinguishable from "not clipped at all"
+            raise ValueError("no parameter alone exceeds max_norm")
+        return per_tensor
+
+    def left_unscaled() -> torch.Tensor:
+        if not all(p.grad is g for p, g in zip(params, grads)):
+            raise ValueError("p.grad replaced: the hint above says so")
+        return _present(originals)
+
+    assert_close(
+        _present(grads),
+        _present(expected),
+        tol,
+        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
+        hints=[
+            (
+                "clipped each parameter by its own norm: use one global norm over all gradients",
+                clipped_per_parameter,
+            ),
+            (
+                f"gradients left unscaled although the global norm {norm:.6g} of all of them exceeds "
+                f"max_norm {case.max_norm:.6g}",
+                left_unscaled,
+            ),
+            (
+                "scale is max_norm/norm: the SPEC adds 1e-6, max_norm/(norm + 1e-6)",
+                lambda: _present(clipped_grads_formula(originals, case.max_norm, eps=0.0)),
+            ),
+            (
+                "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
+                "hold the clipped values, the ones passed in were left unscaled",
+                replaced_by_clipped,
+            ),
+        ],
+        context=f"shapes {case.shapes}, frozen {case.frozen}, no grad {case.no_grad}, "
+        f"{dtype} on {device}; "
+        f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}",
+    )
+
+
+@spec("3.gradient_clipping")
+@given(case=clip_cases())
+@example(case=ClipCase(((3, 2), (4,), (2,)), (False, False, True), (False, True, False), 0.05, 0.01, 1))
+@example(case=ClipCase(((2,), (2,), (2,), (2,)), (False,) * 4, (False,) * 4, 0.4, 1.0, 2))
+def test_gradient_clipping_matches_torch(run_gradient_clipping, device, case):
+    """One global L2 norm over the float32 gradients that exist; above max_norm
+    every gradient is scaled in place by max_norm/(norm + 1e-6); frozen params
+    and params without grad are skipped (oracle: torch.nn.utils.clip_grad_norm_)."""
+    _check_clipping(run_gradient_clipping, device, torch.float32, case)
+
+
+@spec("3.gradient_clipping")
+@strict
+@given(case=clip_cases())
+def test_gradient_clipping_float64_gradients(run_gradient_clipping, device, case):
+    """STRICT: the same on float64 parameters and gradients (the handout's are
+    float32), to float64 accuracy."""
+    _check_clipping(run_gradient_clipping, device, torch.float64, case)
+
+
+@spec("3.gradient_clipping")
+def test_gradient_clipping_below_threshold_leaves_grads_bit_exact(run_gradient_clipping, device):
+    """A global norm at or below max_norm leaves every gradient untouched, bit for bit."""
+    case = ClipCase(((5, 5), (3,), (2, 2)), (False, False, True), (False,) * 3, 0.1, 1.0, 5)
+    params, grads = _clip_setup(case, torch.float32, device)
+    originals = [None if g is None else g.detach().clone() for g in grads]
+    norm = float(_present(originals).norm())
+    assert norm < case.max_norm
+    run_gradient_clipping(params, case.max_norm)
+    assert_close(
+        _present([p.grad for p in params]),
+        _present(originals),
+        EXACT,
+        rule=f"3.gradient_clipping: global norm {norm:.4g} ≤ max_norm {case.max_norm}: gradients must be untouched",
+        hints=[
+            (
+                "gradients scaled even below the threshold",
+                lambda: _present(originals) * case.max_norm / (norm + 1e-6),
+            )
+        ],
+    )
+
+
+@spec("3.gradient_clipping")
+def test_gradient_clipping_uses_one_global_norm(run_gradient_clipping):
+    """Four gradients of norm 0.6 each (global norm 1.2) with max_norm 1: every one
+    is scaled by 1/(1.2 + 1e-6), although none exceeds 1 alone."""
+    params = [torch.nn.Parameter(torch.zeros(2)) for _ in range(4)]
+    for p in params:
+        p.grad = torch.tensor([0.36, 0.48])
+    run_gradient_clipping(params, 1.0)
+    expected = torch.tensor([0.36, 0.48] * 4).double() / (1.2 + 1e-6)
+    assert_close(
+        _present([p.grad for p in params]),
+        expected,
+        CLIP_F32,
+        rule="3.gradient_clipping: the norm is global over all parameters, not per parameter",
+        hints=[
+            (
+                "gradients left unscaled: each parameter's own norm (0.6) is below max_norm, "
+                "the global norm (1.2) is not: clip by the norm of all gradients together",
+                lambda: expected * (1.2 + 1e-6),
+            )
+        ],
+    )

@@ -1,0 +1,346 @@
+"""SPEC §2 Transformer block, Transformer LM, ablations and resource accounting.
+
+Oracles: the block and the LM composed in float64 from the oracle parts and
+addressed by the SPEC §2 state-dict names (conformance/cs336/oracles/nn.py). The
+accounting oracle counts parameters from those weight shapes and FLOPs with
+torch's FlopCounterMode on the oracle forward (meta device): nothing is
+copied from an implementation.
+
+MUST tests use the contract (SPEC §2): the block on (batch, seq, d_model), the
+LM on (batch, seq) ids. Other numbers of leading dims are STRICT tests. The
+ablation and accounting items are the extended profile (optional functions).
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lmspec.conformance import tolerances as tol
+from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
+from lmspec.conformance.cs336.oracles import nn as oracle
+from lmspec.conformance.cs336.strategies import nn as sn
+
+# Block/LM examples cost tens of ms each (the oracle loops over heads): a
+# third of the profile's examples keeps the module fast; --max-examples and
+# the thorough profile scale it too.
+FEW = settings(max_examples=max(5, settings.default.max_examples // 3))
+FEWER = settings(max_examples=max(3, settings.default.max_examples // 6))
+strict = pytest.mark.strict
+
+ABLATIONS = [
+    ("post", True, "swiglu"),
+    ("none", True, "swiglu"),
+    ("pre", False, "swiglu"),
+    ("pre", True, "silu"),
+    ("post", False, "silu"),
+    ("pre", True, "swiglu"),
+]
+ABLATION_IDS = [f"norm={n},rope={r},ffn={f}" for n, r, f in ABLATIONS]
+
+
+def _cpu(t):
+    return torch.as_tensor(t).detach().cpu()
+
+
+def _on(weights, device):
+    return {k: v.to(device) for k, v in weights.items()}
+
+
+def _block_hints(case, theta):
+    x, w, h = case.x, case.weights, case.num_heads
+    return [
+        (
+            "post-norm (RMSNorm after the residual add)",
+            lambda: oracle.block(x, w, h, theta, norm="post"),
+        ),
+        ("missing residual connection", lambda: oracle.block(x, w, h, theta, residual=False)),
+        ("no RMSNorm applied", lambda: oracle.block(x, w, h, theta, norm="none")),
+        ("RoPE not applied", lambda: oracle.block(x, w, h, None)),
+    ]
+
+
+def _lm_args(cfg):
+    return (
+        cfg.vocab_size,
+        cfg.context_length,
+        cfg.d_model,
+        cfg.num_layers,
+        cfg.num_heads,
+        cfg.d_ff,
+        cfg.rope_theta,
+    )
+
+
+# --- block ---------------------------------------------------------------------------
+def _check_block(run_transformer_block, device, case):
+    __tracebackhide__ = True
+    out = run_transformer_block(
+        case.d_model,
+        case.num_heads,
+        case.d_ff,
+        case.max_seq_len,
+        case.theta,
+        _on(case.weights, device),
+        case.x.to(device),
+    )
+    assert_shape(out, case.x.shape, rule="block output is (..., seq, d_model)")
+    assert_close(
+        out,
+        oracle.block(case.x, case.weights, case.num_heads, case.theta),
+        tol.BLOCK_F32,
+        rule="pre-norm Transformer block (float32 vs float64)",
+        hints=_block_hints(case, case.theta),
+        context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, d_ff={case.d_ff}, θ={case.theta}",
+    )
+
+
+@pytest.mark.spec("2.block")
+@FEW
+@given(case=sn.block_cases(lead_dims=sn.BATCH))
+def test_block_is_prenorm(run_transformer_block, device, case):
+    """z = x + MHA(RMSNorm₁(x)), y = z + SwiGLU(RMSNorm₂(z)), RoPE at 0..seq-1,
+    on (batch, seq, d_model) inputs."""
+    _check_block(run_transformer_block, device, case)
+
+
+@pytest.mark.spec("2.block")
+@strict
+@FEWER
+@given(case=sn.block_cases(lead_dims=sn.ANY_LEAD))
+def test_block_any_leading_dims(run_transformer_block, device, case):
+    """STRICT: the block works for any number of leading dims ((seq, d_model), 4-D...)."""
+    _check_block(run_transformer_block, device, case)
+
+
+# --- LM --------------------------------------------------------------------------------
+def _lm_hints(case):
+    ids, w, cfg = case
+    return [
+        ("final RMSNorm missing", lambda: oracle.lm(ids, w, cfg, final_norm=False)),
+        ("post-norm blocks", lambda: oracle.lm(ids, w, cfg, norm="post")),
+        ("RoPE not applied", lambda: oracle.lm(ids, w, cfg, use_rope=False)),
+    ]
+
+
+@pytest.mark.spec("2.lm")
+@FEW
+@given(case=sn.lm_cases())
+def test_lm_matches_float64(run_transformer_lm, device, case):
+    """Embedding → blocks → final RMSNorm → LM head: logits (batch, seq, vocab)."""
+    ids, weights, cfg = case
+    out = run_transformer_lm(*_lm_args(cfg), _on(weights, device), ids.to(device))
+    assert_shape(out, (*ids.shape, cfg.vocab_size), rule="LM logits are (batch, seq, vocab_size)")
+    assert_close(
+        out,
+        oracle.lm(ids, weights, cfg),
+        tol.LM_F32,
+        rule="Transformer LM logits (float32 vs float64)",
+        hints=_lm_hints(case),
+        context=f"{cfg}, ids {ids.tolist()}",
+    )
+
+
+@pytest.mark.spec("2.lm")
+@strict
+@FEWER
+@given(case=sn.lm_cases(lead_dims=(0, 2)))
+def test_lm_any_id_shape(run_transformer_lm, device, case):
+    """STRICT: ids of other shapes than (batch, seq) — one unbatched sequence
+    (seq,), or (a, b, seq) — give logits (..., seq, vocab)."""
+    ids, weights, cfg = case
+    out = run_transformer_lm(*_lm_args(cfg), _on(weights, device), ids.to(device))
+    assert_shape(out, (*ids.shape, cfg.vocab_size), rule="LM logits are (..., seq, vocab_size)")
+    assert_close(
+        out,
+        oracle.lm(ids, weights, cfg),
+        tol.LM_F32,
+        rule="Transformer LM logits on ids of any shape (float32 vs float64)",
+        hints=_lm_hints(case),
+        context=f"{cfg}, ids {ids.tolist()}",
+    )
+
+
+@pytest.mark.spec("2.lm")
+@FEWER
+@given(case=sn.lm_cases(full_context=True))
+def test_lm_accepts_full_context_length(run_transformer_lm, device, case):
+    """An input of exactly context_length tokens works and matches the oracle."""
+    ids, weights, cfg = case
+    out = run_transformer_lm(*_lm_args(cfg), _on(weights, device), ids.to(device))
+    assert_shape(out, (*ids.shape, cfg.vocab_size), rule="LM logits are (batch, seq, vocab_size)")
+    assert_close(
+        out,
+        oracle.lm(ids, weights, cfg),
+        tol.LM_F32,
+        rule="LM logits at seq = context_length",
+        hints=_lm_hints(case),
+        context=f"{cfg}",
+    )
+
+
+@pytest.mark.spec("2.lm")
+@FEW
+@given(case=sn.lm_cases(full_context=True), cut=st.integers(0, 7), seed=sn.seeds)
+def test_lm_is_causal(run_transformer_lm, device, case, cut, seed):
+    """Logits at position i never depend on tokens at positions > i."""
+    ids, weights, cfg = case
+    cut = cut % ids.shape[-1]
+    changed = ids.clone()
+    tail = changed[:, cut + 1 :]
+    changed[:, cut + 1 :] = torch.randint(0, cfg.vocab_size, tail.shape, generator=torch.Generator().manual_seed(seed))
+    w = _on(weights, device)
+    base = _cpu(run_transformer_lm(*_lm_args(cfg), w, ids.to(device)))
+    out = _cpu(run_transformer_lm(*_lm_args(cfg), w, changed.to(device)))
+    assert_close(
+        out[:, : cut + 1],
+        base[:, : cut + 1],
+        tol.LM_F32,
+        rule=f"causal LM: logits at positions ≤ {cut} must not change when later tokens change",
+        context=f"{cfg}, ids {ids.tolist()} -> {changed.tolist()}",
+    )
+
+
+@pytest.mark.spec("2.lm")
+@FEW
+@given(case=sn.lm_cases(full_context=True), length=st.integers(1, 8))
+def test_lm_truncated_input_gives_prefix_logits(run_transformer_lm, device, case, length):
+    """Logits of the first s tokens alone equal the first s rows of the full logits."""
+    ids, weights, cfg = case
+    s = 1 + (length - 1) % ids.shape[-1]
+    w = _on(weights, device)
+    full = _cpu(run_transformer_lm(*_lm_args(cfg), w, ids.to(device)))
+    prefix = run_transformer_lm(*_lm_args(cfg), w, ids[:, :s].to(device))
+    assert_shape(prefix, (ids.shape[0], s, cfg.vocab_size), rule="LM logits are (batch, seq, vocab_size)")
+    assert_close(
+        prefix,
+        full[:, :s],
+        tol.LM_F32,
+        rule=f"LM(ids[:, :{s}]) = LM(ids)[:, :{s}]",
+        context=f"{cfg}",
+    )
+
+
+# --- ablations (extended profile) ------------------------------------------------------
+@pytest.mark.spec("2.ablations")
+@given(case=sn.swiglu_cases(lead_dims=sn.BATCH_SEQ))
+def test_silu_ffn_matches_float64(run_silu_ffn, device, case):
+    """Ablation FFN: W2 SiLU(W1 x), W1: (d_ff, d_model), W2: (d_model, d_ff)."""
+    x, w1, w2, _ = case
+    d_ff, d_model = w1.shape
+    out = run_silu_ffn(d_model, d_ff, w1.to(device), w2.to(device), x.to(device))
+    assert_close(
+        out,
+        oracle.silu_ffn(x, w1, w2),
+        tol.SWIGLU_F32,
+        rule="SiLU FFN W2 SiLU(W1 x) (float32 vs float64)",
+        context=f"x{tuple(x.shape)}, d_ff={d_ff}",
+    )
+
+
+@pytest.mark.spec("2.ablations")
+@pytest.mark.parametrize(("norm", "use_rope", "ffn"), ABLATIONS, ids=ABLATION_IDS)
+@FEWER
+@given(data=st.data())
+def test_block_ablation_matches_float64(run_transformer_block_ablation, device, norm, use_rope, ffn, data):
+    """Block ablations: post-norm z = RMSNorm(x + MHA(x)), no norm, NoPE, SiLU FFN."""
+    case = data.draw(sn.block_cases(lead_dims=sn.BATCH, norm=norm, ffn=ffn), label="case")
+    theta = case.theta if use_rope else None
+    out = run_transformer_block_ablation(
+        case.d_model,
+        case.num_heads,
+        case.d_ff,
+        case.max_seq_len,
+        case.theta,
+        _on(case.weights, device),
+        case.x.to(device),
+        norm=norm,
+        use_rope=use_rope,
+        ffn=ffn,
+    )
+    expected = oracle.block(case.x, case.weights, case.num_heads, theta, norm=norm, ffn=ffn)
+    assert_close(
+        out,
+        expected,
+        tol.BLOCK_F32,
+        rule=f"block ablation norm={norm}, rope={use_rope}, ffn={ffn}",
+        context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, d_ff={case.d_ff}",
+    )
+
+
+@pytest.mark.spec("2.ablations")
+@pytest.mark.parametrize(("norm", "use_rope", "ffn"), ABLATIONS, ids=ABLATION_IDS)
+@FEWER
+@given(data=st.data())
+def test_lm_ablation_matches_float64(run_transformer_lm_ablation, device, norm, use_rope, ffn, data):
+    """LM ablations; norm="none" also drops ln_final, "post" keeps it."""
+    ids, weights, cfg = data.draw(sn.lm_cases(norm=norm, ffn=ffn), label="case")
+    out = run_transformer_lm_ablation(
+        *_lm_args(cfg), _on(weights, device), ids.to(device), norm=norm, use_rope=use_rope, ffn=ffn
+    )
+    expected = oracle.lm(ids, weights, cfg, norm=norm, use_rope=use_rope, ffn=ffn)
+    assert_close(
+        out,
+        expected,
+        tol.LM_F32,
+        rule=f"LM ablation norm={norm}, rope={use_rope}, ffn={ffn}",
+        context=f"{cfg}",
+    )
+
+
+# --- accounting (extended profile) ------------------------------------------------------
+def _acct_args(cfg):
+    return cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.num_layers, cfg.num_heads, cfg.d_ff
+
+
+accounting_configs = sn.model_configs(max_vocab=1000, max_context=64, max_layers=3, max_heads=4, max_dk=16)
+
+
+@pytest.mark.spec("2.accounting")
+@given(cfg=accounting_configs)
+def test_count_parameters_matches_weight_shapes(run_count_parameters, cfg):
+    """Trainable parameters = the total size of the SPEC §2 state-dict weights
+    (untied embedding and LM head, two gains per block and a final one)."""
+    assert_equal(
+        int(run_count_parameters(*_acct_args(cfg))),
+        oracle.parameter_count(cfg),
+        rule="parameter count = sum of state-dict weight sizes",
+        context=f"{cfg}",
+    )
+
+
+@pytest.mark.spec("2.accounting")
+@FEWER
+@given(cfg=accounting_configs)
+def test_forward_flops_match_flop_counter(run_forward_flops, cfg):
+    """Forward matmul FLOPs (2mnp) per component over one context_length
+    sequence equal torch's FlopCounterMode count of the oracle forward."""
+    got = run_forward_flops(*_acct_args(cfg))
+    expected = oracle.forward_flops(cfg)
+    assert_equal(
+        {k: int(got[k]) for k in expected if k in got},
+        expected,
+        rule="forward matmul FLOPs per component (attn_qkv ... lm_head, total)",
+        context=f"{cfg}",
+    )
+
+
+@pytest.mark.spec("2.accounting")
+def test_gpt2_xl_accounting(run_count_parameters, run_forward_flops):
+    """GPT-2 XL (SPEC §2 shape): parameters from the weight shapes, FLOPs from
+    FlopCounterMode on the oracle forward (one layer, times 48)."""
+    cfg = oracle.GPT2_XL
+    assert_equal(
+        int(run_count_parameters(*_acct_args(cfg))),
+        oracle.parameter_count(cfg),
+        rule="GPT-2 XL parameter count",
+        context=f"{cfg}",
+    )
+    got = run_forward_flops(*_acct_args(cfg))
+    expected = oracle.forward_flops(cfg, one_layer_scaled=True)
+    assert_equal(
+        {k: int(got[k]) for k in expected if k in got},
+        expected,
+        rule="GPT-2 XL forward FLOPs",
+        context=f"{cfg}",
+    )

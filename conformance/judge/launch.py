@@ -1,0 +1,181 @@
+"""Run the judge: one pytest process (with xdist workers) over the
+profile's test modules, which starts the sandboxed workers itself
+(conformance/plugin.py). The judge is trusted code, so there is nothing to
+recover from here but its overall deadline; every fault of the submission is
+contained by the worker and reported per test.
+
+The judge gets the Target as one JSON file (``--lmspec-target``) and every
+other setting as the options conformance/options.py marks ``judge``. The
+same function serves the grader, the mutant runner and the variant runner
+(one harness).
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmspec import ROOT
+from lmspec.conformance import options, profiles
+from lmspec.conformance.target import Target
+
+LOG_CAP = 2_000_000
+
+
+def suite_paths(settings: Any, target: Target) -> list[str]:
+    """The test paths the judge runs: --suite, else the profile's test modules."""
+    if settings.suite:
+        return list(settings.suite)
+    return [str(ROOT / "conformance" / t) for t in profiles.get(target.profile).tests]
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int | None
+    nodeid: str | None = None
+    outcome: str | None = None
+    failures: int = 0
+
+
+@dataclass
+class JudgeRun:
+    report: dict[str, Any] | None  # the judge's --lmspec-report (conformance/report.py)
+    returncode: int | None
+    seconds: float
+    timed_out: bool
+    log: Path
+    started_at: float = 0.0  # wall clock when the judge process was started
+
+    @property
+    def problem(self) -> str | None:
+        """Why there is no report, when there is none."""
+        if self.report is not None:
+            return None
+        if self.timed_out:
+            return "the judge ran out of time before writing its report"
+        return f"the judge exited with status {self.returncode} without a report (see {self.log})"
+
+
+def judge_command(target_file: Path, settings: Any, target: Target, report: Path, progress: Path) -> list[str]:
+    plugins = ("xdist.plugin", "pytest_timeout", "_hypothesis_pytestplugin", "no:cacheprovider")
+    # the plugin explicitly, and no conftest.py at all: a submission's own
+    # conftest (or tests) can never be loaded by the judge
+    suite = suite_paths(settings, target)
+    args = [sys.executable, "-m", "pytest", *suite, "-q", "--tb=short", "--rootdir", str(ROOT), "--noconftest"]
+    for plugin in (*plugins, "lmspec.conformance.plugin"):
+        args += ["-p", plugin]
+    args += ["--lmspec-target", str(target_file), "--lmspec-report", str(report), "--lmspec-progress", str(progress)]
+    args += options.judge_arguments(settings.replace(profile=target.profile))
+    args += ["--hypothesis-profile", settings.hypothesis_profile]
+    # the judge's own backstop per test (every call into the worker has its own limit)
+    args += ["--timeout", f"{max(300.0, 5 * settings.timeout_per_call):g}", "--timeout-method", "signal"]
+    jobs = settings.jobs or 1
+    if jobs > 1:
+        args += ["-n", str(jobs)]
+    return args
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LMSPEC_ADAPTER", "COV_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no stray plugins (randomly, cov...)
+    return env
+
+
+def _poll_progress(path: Path, pos: int, state: dict[str, Any], progress: Callable[[Progress], None] | None) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(pos)
+            data = f.read()
+    except OSError:
+        return pos
+    complete = data[: data.rfind(b"\n") + 1]
+    for line in complete.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if "collected" in event:
+            state["total"] = int(event["collected"])
+        elif "nodeid" in event:
+            state["done"] += 1
+            state["failures"] += event.get("outcome") in ("failed", "error", "timeout")
+            if progress is not None:
+                progress(
+                    Progress(state["done"], state["total"], event["nodeid"], event.get("outcome"), state["failures"])
+                )
+    return pos + len(complete)
+
+
+def run_judge(
+    target: Target, settings: Any, workdir: Path, progress: Callable[[Progress], None] | None = None
+) -> JudgeRun:
+    """Run the suite on ``target`` with ``settings`` (conformance/options.py) and read the report."""
+    workdir = workdir.resolve()  # the judge runs in it: its own paths must not be relative to ours
+    workdir.mkdir(parents=True, exist_ok=True)
+    report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
+    for stale in (report, progress_file):
+        stale.unlink(missing_ok=True)
+    start = time.monotonic()
+    started_at = time.time()
+    deadline = start + settings.timeout
+    timed_out = False
+    state = {"done": 0, "total": None, "failures": 0}
+    pos = 0
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            judge_command(target.save(workdir / "target.json"), settings, target, report, progress_file),
+            cwd=workdir,
+            env=_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            while proc.poll() is None:
+                pos = _poll_progress(progress_file, pos, state, progress)
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL if timed_out or proc.poll() is None else signal.SIGTERM)
+            proc.wait()
+    _poll_progress(progress_file, pos, state, progress)
+    if log.stat().st_size > LOG_CAP:
+        with open(log, "r+b") as f:
+            f.truncate(LOG_CAP)
+    data = None
+    if report.is_file():
+        try:
+            data = json.loads(report.read_text())
+        except ValueError:
+            data = None
+    if data is None and timed_out:
+        data = _partial_report(progress_file)
+    return JudgeRun(data, proc.returncode, time.monotonic() - start, timed_out, log, started_at)
+
+
+def _partial_report(progress_file: Path) -> dict[str, Any]:
+    """The results the judge streamed before it was stopped at the overall deadline."""
+    tests = []
+    if progress_file.exists():
+        for line in progress_file.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if "nodeid" in event and "record" in event:
+                tests.append(event["record"])
+    return {"tests": tests, "partial": True, "warnings": [], "compromised": [], "faults": []}

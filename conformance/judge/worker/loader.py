@@ -1,0 +1,191 @@
+"""Import the implementation under test the way pytest would import a
+student's ``tests/adapters.py``, without pytest and without anything else of
+the submission: its ``conftest.py`` and its tests are never loaded.
+
+- The submission root (given by the judge) and its ``src/`` go first on
+  ``sys.path``, so ``import cs336_basics`` finds the student's package and a
+  package of theirs called ``tests``, ``tools`` or ``reference`` is theirs
+  (nothing of lmspec is importable here).
+- The adapter file is imported under its dotted path from the root
+  (``tests.adapters``), so relative imports (``from .common import x``) work;
+  if that name resolves elsewhere, the file is loaded as a submodule of a
+  synthetic package rooted at its folder.
+- A package that reads its own installed metadata
+  (``importlib.metadata.version("cs336_basics")``, as the CS336 skeleton
+  does) finds it: when the root's pyproject.toml names a distribution that is
+  not installed, a minimal ``.dist-info`` (name and version only) is written
+  to the worker's scratch folder, which goes on ``sys.path``. Nothing is
+  installed anywhere.
+- A profile whose curriculum names its own classes (gpt2) has a *binder*
+  (binders/NAME.py): ``prepare(data)`` runs before the import (e.g. makes an
+  offline tokenizer available), ``bind(module)`` after it, and what the judge
+  calls are the adapter functions it returns.
+"""
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+import tomllib
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+SYNTHETIC_PACKAGE = "_lmspec_submission"
+#: Top-level names of lmspec's own packages: a submission importing one of
+#: them (when it has no package of that name itself) is reaching for the
+#: reference or the suite. Attempts are recorded even when they fail.
+LMSPEC_NAMES = ("reference", "conformance", "lmspec")
+
+
+class ImportWatch:
+    """A meta-path finder that only watches: it records imports of lmspec's
+    package names and lets the normal finders do the work (or fail)."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] in LMSPEC_NAMES and fullname not in self.attempts:
+            self.attempts.append(fullname)
+        return None
+
+
+WATCH = ImportWatch()
+
+
+class AdapterLoadError(Exception):
+    """The adapter module could not be found (not an error of its code)."""
+
+
+def project_metadata(root: Path) -> tuple[str, str] | None:
+    """(name, version) from ``root/pyproject.toml`` ([project], or poetry's
+    table); None when there is none."""
+    path = root / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    for table in (data.get("project"), data.get("tool", {}).get("poetry")):
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            version = table.get("version")
+            return table["name"], version if isinstance(version, str) else "0+unknown"
+    return None
+
+
+def provide_metadata(root: Path, scratch: Path) -> str | None:
+    """Make the root's distribution visible to importlib.metadata when it is
+    not installed; returns what was done (for the report) or None."""
+    meta = project_metadata(root)
+    if meta is None:
+        return None
+    name, version = meta
+    try:
+        importlib.metadata.version(name)
+        return None  # installed (e.g. in a per-submission environment)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    folder = scratch / "dist-info"
+    normalized = re.sub(r"[-_.]+", "_", name)
+    info = folder / f"{normalized}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+    sys.path.append(str(folder))
+    importlib.invalidate_caches()
+    return f"{name} {version} (from pyproject.toml, not installed)"
+
+
+def _import_file(path: Path, root: Path) -> types.ModuleType:
+    rel = path.relative_to(root).with_suffix("")
+    parts = rel.parts
+    dotted = ".".join(parts)
+    if all(p.isidentifier() for p in parts):
+        try:
+            module = importlib.import_module(dotted)
+            origin = Path(getattr(module, "__file__", "") or "").resolve()
+            if origin == path:
+                return module
+        except ImportError as exc:
+            # fall through only when the adapter itself was not found under
+            # that name; a failing import inside it is the submission's error
+            if exc.name not in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+                raise
+        for name in [n for n in sys.modules if n == dotted or dotted.startswith(n + ".")]:
+            del sys.modules[name]  # a same-named module from elsewhere
+    pkg = types.ModuleType(SYNTHETIC_PACKAGE)
+    pkg.__path__ = [str(path.parent)]
+    sys.modules[SYNTHETIC_PACKAGE] = pkg
+    name = f"{SYNTHETIC_PACKAGE}.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise AdapterLoadError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load(
+    adapter: str,
+    root: Path | None,
+    scratch: Path,
+    extra_paths: tuple[str, ...] = (),
+    binder: str | None = None,
+    data: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Import ``adapter`` (a file path or a module name). Returns
+    ``{"module": module or None, "origin", "metadata", "error"}``; ``error``
+    describes an import failure with the submission's file and line. With a
+    binder, ``module`` is the namespace of adapter functions it made."""
+    sys.meta_path.insert(0, WATCH)
+    for extra in reversed(extra_paths):
+        sys.path.insert(0, extra)
+    if root is not None:
+        for folder in (root / "src", root):
+            if folder.is_dir():
+                sys.path.insert(0, str(folder))
+    info: dict[str, Any] = {"module": None, "origin": adapter, "metadata": None, "error": None}
+    bind = None
+    if binder is not None:
+        bind = importlib.import_module(f"{__package__}.binders.{binder}")
+        bind.prepare({name: Path(path) for name, path in (data or {}).items()})
+    try:
+        if root is not None:
+            info["metadata"] = provide_metadata(root, scratch)
+        if adapter.endswith(".py"):
+            path = Path(adapter)
+            if not path.is_file():
+                raise AdapterLoadError(f"adapter file not found: {adapter}")
+            module = _import_file(path, root or path.parent)
+        else:
+            module = importlib.import_module(adapter)
+        info["origin"] = str(getattr(module, "__file__", None) or adapter)
+        info["module"] = types.SimpleNamespace(**bind.bind(module)) if bind is not None else module
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt at import too
+        info["error"] = describe_import_error(exc, root)
+    return info
+
+
+def describe_import_error(exc: BaseException, root: Path | None) -> dict[str, Any]:
+    """Type, message, and the innermost frame inside the submission."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for frame in reversed(frames):
+        if root is None or Path(frame.filename).resolve().is_relative_to(root):
+            where = frame
+            break
+    if isinstance(exc, SyntaxError) and exc.filename:
+        file, line = exc.filename, exc.lineno or 0
+    elif where is not None:
+        file, line = where.filename, where.lineno or 0
+    else:
+        file, line = None, 0
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "file": file,
+        "line": line,
+        "traceback": "".join(traceback.format_exception(exc))[-6000:],
+    }

@@ -1,0 +1,92 @@
+"""One judge process's view of the run: the settings, the target, its
+profile, how its worker is started, and the implementation (started on
+first use). The plugin keeps one ``JudgeSession`` on the pytest config;
+the report reads it.
+"""
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lmspec.conformance import profiles
+from lmspec.conformance.fixtures import FixtureSet
+from lmspec.conformance.judge.implementation import Implementation
+from lmspec.conformance.judge.sandbox import WorkerSpec, resolve
+from lmspec.conformance.target import Target, TargetError
+from lmspec.conformance.target import resolve as resolve_target
+
+IN_PROCESS_WARNING = "--in-process: the implementation ran INSIDE the judge (debugging only, not grading)"
+
+
+class JudgeSession:
+    """The state of one judge process (see the module docstring)."""
+
+    def __init__(self, settings: Any, session_dir: Path, *, xdist_worker: bool):
+        self.settings = settings
+        self.session_dir = session_dir
+        if settings.lmspec_target:
+            self.target = Target.load(settings.lmspec_target)
+        else:
+            try:
+                self.target = resolve_target(settings.adapter, settings.profile, python=settings.python)
+            except TargetError as exc:
+                import pytest
+
+                raise pytest.UsageError(str(exc)) from None
+        self.profile = profiles.get(self.target.profile)
+        sandbox, warning = resolve(settings.sandbox)
+        self.in_process = bool(settings.in_process)
+        self.warnings = [warning] if warning and not self.in_process else []
+        if self.in_process:
+            self.warnings.append(IN_PROCESS_WARNING)
+        self.fixtures = FixtureSet.default(settings.fixtures, self.target.root)
+        threads = 1 if xdist_worker or os.cpu_count() == 1 else 2
+        self.spec = WorkerSpec(
+            adapter=self.target.adapter,
+            root=self.target.root,
+            python=self.target.python or settings.python or sys.executable,
+            sandbox=sandbox,
+            memory_gb=settings.memory_limit or None,
+            threads=threads,
+            cuda=settings.device in ("cuda", "all", "auto") and _cuda_available(),
+            allow_reference=bool(settings.allow_reference) or self.target.is_reference,
+            binder=self.profile.binder,
+            data=tuple((name, str(self.fixtures.path(name))) for name in self.profile.data if self.fixtures.has(name)),
+        )
+        self.impl: Implementation | None = None
+        self.start_error: BaseException | None = None
+
+    @property
+    def root(self) -> Path | None:
+        return self.target.root
+
+    def implementation(self, on_first_start: Callable[["JudgeSession"], None] | None = None) -> Implementation:
+        """The implementation under test, started on first use (its start
+        error, raised again for every test that needs it)."""
+        if self.impl is None and self.start_error is None:
+            try:
+                self.impl = Implementation(
+                    self.spec,
+                    {f.name: f for f in self.profile.functions},
+                    in_process=self.in_process,
+                    call_timeout=self.settings.timeout_per_call,
+                    startup_timeout=self.settings.startup_timeout,
+                    session_dir=self.session_dir,
+                    warnings=tuple(self.warnings),
+                )
+            except BaseException as exc:
+                self.start_error = exc
+            if on_first_start is not None:
+                on_first_start(self)
+        if self.start_error is not None:
+            raise self.start_error
+        assert self.impl is not None
+        return self.impl
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,194 @@
+"""What is graded, worked out once: ``Target``.
+
+The grader resolves the string the user gave (a repository folder, an
+adapters file, a module name, or nothing for lmspec's reference) into a
+Target: the adapter to import, the submission's root folder, its name, its
+profile, the interpreter and environment its worker runs in. The Target
+travels to the judge process as one JSON file (``--lmspec-target``) and from
+the judge to the worker as the worker's command line
+(conformance/judge/sandbox.py); nobody parses the string again. Run
+directly (``pytest conformance --adapter X``), the plugin resolves it with
+the same function.
+
+Resolving reads the submission's files as data only (a bounded ``ast``
+parse to see which names it defines, for the profile); when that cannot
+tell (``from mine import *``), the names are asked of a sandboxed worker.
+"""
+
+import ast
+import dataclasses
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lmspec import ROOT
+from lmspec.conformance import profiles
+
+#: Files that mark a repository's top folder.
+_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+#: Largest adapter file read to find its names (a real one is a few KB).
+_MAX_SOURCE = 4 << 20
+
+
+class TargetError(ValueError):
+    """What was given is not something the grader can grade (a usage error)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is graded (see the module docstring)."""
+
+    given: str  # as the user gave it (for messages)
+    adapter: str  # an absolute path to a .py file, or an import name
+    root: Path | None  # the submission's folder (None for an import name)
+    name: str  # the implementation's name in reports
+    profile: str  # the profile's name
+    is_reference: bool = False
+    python: str | None = None  # the worker's interpreter (None: the judge's own)
+    environment: dict[str, Any] | None = field(default=None, compare=False)
+    detected_by: str = "given"  # how the profile was chosen: given, names, worker, default
+
+    @property
+    def is_file(self) -> bool:
+        return self.adapter.endswith(".py")
+
+    def with_(self, **changes: Any) -> "Target":
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["root"] = str(self.root) if self.root is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Target":
+        values = {f.name: data.get(f.name) for f in dataclasses.fields(cls) if f.name in data}
+        values["root"] = Path(values["root"]) if values.get("root") else None
+        return cls(**values)
+
+    def save(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Target":
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def looks_like_path(given: str) -> bool:
+    return given.endswith(".py") or os.sep in given or "/" in given or Path(given).exists()
+
+
+def submission_root(adapter_file: Path) -> Path:
+    """The folder the submission lives in: the nearest ancestor of the
+    adapters file with a repository marker. lmspec's own adapters (mutants,
+    variants, hostile files in its tests/) are single files: their folder."""
+    adapter_file = adapter_file.resolve()
+    for parent in adapter_file.parents:
+        if any((parent / marker).exists() for marker in _ROOT_MARKERS):
+            return adapter_file.parent if parent == ROOT else parent
+    return adapter_file.parent
+
+
+def adapter_files(profile: profiles.Profile | None = None) -> list[str]:
+    """Where a repository keeps its adapter: the profile's places (every profile's, in order)."""
+    chosen = [profile] if profile else profiles.all_profiles()
+    return list(dict.fromkeys(f for p in chosen for f in p.adapter_files))
+
+
+def find_adapter(folder: Path, profile: profiles.Profile | None = None) -> Path | None:
+    """The adapter file of a repository folder: the first of ``adapter_files``,
+    in the folder or one level down (archives often unpack into a single top folder)."""
+    candidates = adapter_files(profile)
+    bases = [folder, *sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))]
+    for base in bases:
+        for rel in candidates:
+            if (base / rel).is_file():
+                return base / rel
+    return None
+
+
+def defined_names(path: Path) -> tuple[set[str], bool]:
+    """(names a Python file defines at top level, whether it star-imports);
+    read as data: a bounded parse, nothing executed."""
+    try:
+        if path.stat().st_size > _MAX_SOURCE:
+            return set(), True
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return set(), False
+    names: set[str] = set()
+    star = False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    star = True
+                else:
+                    names.add(alias.asname or alias.name.split(".")[0])
+    return names, star
+
+
+def resolve(given: str | None, profile: str | None = None, *, python: str | None = None) -> Target:
+    """The Target for what the user gave (TargetError when it is not gradable)."""
+    try:
+        chosen = profiles.get(profile) if profile else None
+    except ValueError as exc:
+        raise TargetError(f"--profile: {exc}") from None
+    if not given:
+        reference = chosen or profiles.get(profiles.DEFAULT)
+        return _reference(reference.reference, reference, "given" if chosen else "default", python)
+    for candidate in profiles.all_profiles():
+        if given == candidate.reference:
+            return _reference(given, chosen or candidate, "given" if chosen else "names", python)
+    if not looks_like_path(given):
+        return _module(given, chosen, python)
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise TargetError(
+            f"{given}: no such file or folder (expected a repository folder, an adapters file or a module)"
+        )
+    if path.is_dir():
+        found = find_adapter(path.resolve(), chosen)
+        if found is None:
+            raise TargetError(
+                f"{given}: a folder without an adapters file (looked for {', '.join(adapter_files(chosen))})"
+            )
+        path = found
+    if path.suffix != ".py" or not path.is_file():
+        raise TargetError(f"{given}: not a Python file (expected a repository folder, an adapters file or a module)")
+    path = path.resolve()
+    root = submission_root(path)
+    how = "given"
+    if chosen is None:
+        chosen, how = _detect_file(path)
+    return Target(given, str(path), root, root.name, chosen.name, False, python, None, how)
+
+
+def _reference(adapter: str, profile: profiles.Profile, how: str, python: str | None) -> Target:
+    return Target(adapter, adapter, None, adapter, profile.name, True, python, None, how)
+
+
+def _module(given: str, chosen: profiles.Profile | None, python: str | None) -> Target:
+    top = given.partition(".")[0]
+    if not top.isidentifier() or importlib.util.find_spec(top) is None:
+        raise TargetError(f"{given}: not a file, a folder or an importable module")
+    profile = chosen or profiles.get(profiles.DEFAULT)
+    return Target(given, given, None, given, profile.name, False, python, None, "given" if chosen else "default")
+
+
+def _detect_file(path: Path) -> tuple[profiles.Profile, str]:
+    names, star = defined_names(path)
+    found = profiles.detect(names)
+    if found is not None:
+        return found, "names"
+    return profiles.get(profiles.DEFAULT), "default" if not star else "star-import"
