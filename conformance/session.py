@@ -35,6 +35,10 @@ class JudgeSession:
                 import pytest
 
                 raise pytest.UsageError(str(exc)) from None
+        if self.target.problem:
+            import pytest
+
+            raise pytest.UsageError(f"{self.target.given}: not graded: {self.target.problem}")
         self.profile = profiles.get(self.target.profile)
         sandbox, warning = resolve(settings.sandbox)
         self.in_process = bool(settings.in_process)
@@ -42,6 +46,7 @@ class JudgeSession:
         if self.in_process:
             self.warnings.append(IN_PROCESS_WARNING)
         self.fixtures = FixtureSet.default(settings.fixtures, self.target.root)
+        environment = self.target.environment or {}  # --env auto: the grader's own record of it
         threads = 1 if xdist_worker or os.cpu_count() == 1 else 2
         self.spec = WorkerSpec(
             adapter=self.target.adapter,
@@ -54,6 +59,8 @@ class JudgeSession:
             allow_reference=bool(settings.allow_reference) or self.target.is_reference,
             binder=self.profile.binder,
             data=tuple((name, str(self.fixtures.path(name))) for name in self.profile.data if self.fixtures.has(name)),
+            venv=environment.get("venv"),
+            base_python=environment.get("base_python"),
         )
         self.impl: Implementation | None = None
         self.start_error: BaseException | None = None
