@@ -317,7 +317,7 @@ def test_environment_build_is_stopped_at_the_time_limit(graded) -> None:
 @pytest.mark.slow
 @NEEDS_BWRAP
 def test_names_and_versions_that_are_paths_are_not_used(graded) -> None:
-    """[project] and poetry name/version that are paths: not used (named in
+    """A [project] name and version that are paths: not used (named in
     the report), nothing written outside the cache; the environment is
     built and used (the adapter imports its local dependency)."""
     g = graded("env_names")
