@@ -20,6 +20,7 @@ from lmspec.conformance.judge import sandbox
 from lmspec.conformance.judge.worker import loader, protocol
 from lmspec.conformance.target import resolve
 from lmspec.tools.grade import envs, pythons
+from lmspec.tools.grade.files import inside
 from lmspec.tools.grade.repository import inspect
 
 REPO = Path(__file__).resolve().parent.parent
@@ -217,13 +218,13 @@ def test_direct_references_outside_the_repository_are_not_installed(tmp_path: Pa
 def test_paths_written_by_the_grader_stay_in_their_folder(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
-    assert envs.inside(cache, cache / "abc") == cache / "abc"
+    assert inside(cache, cache / "abc") == cache / "abc"
     for bad in (cache / ".." / "abc", cache, tmp_path / "abc"):
         with pytest.raises(RuntimeError, match="not inside"):
-            envs.inside(cache, bad)
+            inside(cache, bad)
     (cache / "link").symlink_to(tmp_path)
     with pytest.raises(RuntimeError, match="leads out"):
-        envs.inside(cache, cache / "link")
+        inside(cache, cache / "link")
 
 
 def test_pip_report_names_and_versions_are_validated() -> None:

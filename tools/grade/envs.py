@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from lmspec.conformance.judge import sandbox as worker_sandbox
+from lmspec.tools.grade.files import inside
 from lmspec.tools.grade.repository import (
     MAX_PYPROJECT,
     Repository,
@@ -298,16 +299,6 @@ def cache_root(explicit: str | None) -> Path:
         return Path(explicit).expanduser().resolve()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "lmspec" / "envs"
-
-
-def inside(folder: Path, path: Path) -> Path:
-    """``path`` when it lies in ``folder`` (as written and with links resolved); else a RuntimeError."""
-    norm, base = Path(os.path.normpath(path)), Path(os.path.normpath(folder))
-    if norm == base or not norm.is_relative_to(base):
-        raise RuntimeError(f"refusing to write {path}: not inside {folder}")
-    if os.path.lexists(norm) and not Path(os.path.realpath(norm)).is_relative_to(os.path.realpath(base)):
-        raise RuntimeError(f"refusing to write {path}: it leads out of {folder}")
-    return norm
 
 
 # --- running one step -----------------------------------------------------------------------------------
