@@ -539,7 +539,10 @@ def prepare(
     }
     if wanted.empty:
         return Env(python, None, report | {"venv": None})
-    locals_digest = [(name, _tree_digest(Path(path))) for name, path in wanted.local]
+    try:
+        locals_digest = [(name, _tree_digest(Path(path))) for name, path in wanted.local]
+    except OSError as exc:
+        raise EnvError(f"a local dependency cannot be read: {exc.strerror}: {exc.filename}") from None
     key_material = json.dumps(
         [
             BUILD_FORMAT,
@@ -548,7 +551,8 @@ def prepare(
             locals_digest,
             version,
             os.path.realpath(python),
-            _grader_site_dirs() if same_python else sorted(installed.items()),
+            _grader_site_dirs() if same_python else [],
+            sorted(installed.items()),  # the constraints: a change of the grader's environment builds anew
         ]
     )
     key = hashlib.sha256(key_material.encode()).hexdigest()[:20]

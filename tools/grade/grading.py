@@ -194,7 +194,9 @@ def grade(
         )
         report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
         return report
-    run, compromised = _guarded_run(target, settings, out, progress)
+    # --timeout bounds the whole grading: what building the environment took is not the judge's
+    left = settings.timeout - (_dt.datetime.now(_dt.UTC) - started).total_seconds()
+    run, compromised = _guarded_run(target, settings.replace(timeout=max(left, 1.0)), out, progress)
     warnings = list(prepared.warnings)
     if run.timed_out:
         warnings.append(f"the overall time limit (--timeout {settings.timeout:g} s) ran out: results are partial")
