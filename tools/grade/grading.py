@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lmspec.conformance.judge.launch import JudgeRun, run_judge, suite_paths
+from lmspec.conformance.session import probe_profile
 from lmspec.conformance.target import Target, resolve
 from lmspec.tools.grade import envs
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
@@ -104,6 +105,7 @@ def grade(
     started = _dt.datetime.now(_dt.UTC)
     target = given if isinstance(given, Target) else resolve(given, settings.profile, python=settings.python)
     target, repo = with_environment(target, settings)
+    target = probe_profile(target, settings)
     run, compromised = _guarded_run(target, settings, out, progress)
     warnings = []
     if run.timed_out:
