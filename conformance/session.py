@@ -39,8 +39,10 @@ class JudgeSession:
             import pytest
 
             raise pytest.UsageError(f"{self.target.given}: not graded: {self.target.problem}")
-        self.profile = profiles.get(self.target.profile)
         sandbox, warning = resolve(settings.sandbox)
+        if self.target.detected_by == "star-import":
+            self.target = probe_profile(self.target, settings)
+        self.profile = profiles.get(self.target.profile)
         self.in_process = bool(settings.in_process)
         self.warnings = [warning] if warning and not self.in_process else []
         if self.in_process:
@@ -97,3 +99,34 @@ def _cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def probe_profile(target: Target, settings: Any) -> Target:
+    """A file whose names a static read cannot tell (``from mine import *``):
+    ask a sandboxed worker which names the module defines, and take the
+    profile they identify (the default when none). Other targets unchanged."""
+    if target.detected_by != "star-import":
+        return target
+    sandbox, _ = resolve(settings.sandbox)
+    environment = target.environment or {}  # --env auto: bound, never run on the host
+    spec = WorkerSpec(
+        adapter=target.adapter,
+        root=target.root,
+        python=target.python or settings.python or sys.executable,
+        sandbox=sandbox,
+        memory_gb=settings.memory_limit or None,
+        allow_reference=bool(settings.allow_reference),
+        venv=environment.get("venv"),
+        base_python=environment.get("base_python"),
+    )
+    try:
+        probe = Implementation(spec, {}, startup_timeout=settings.startup_timeout)
+    except Exception:  # the real start reports why it cannot load
+        return target.with_(detected_by="default")
+    try:
+        found = profiles.detect(probe.ready.get("functions") or [])
+    finally:
+        probe.close()
+    if found is None:
+        return target.with_(detected_by="default")
+    return target.with_(profile=found.name, detected_by="worker")

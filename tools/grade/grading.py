@@ -14,6 +14,7 @@ from typing import Any
 from lmspec.conformance.judge.launch import JudgeRun, run_judge, suite_paths
 from lmspec.conformance.judge.sandbox import Sandbox
 from lmspec.conformance.judge.sandbox import resolve as resolve_sandbox
+from lmspec.conformance.session import probe_profile
 from lmspec.conformance.target import Target, resolve
 from lmspec.tools.grade import envs, pythons
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
@@ -194,6 +195,7 @@ def grade(
         )
         report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
         return report
+    target = probe_profile(target, settings)
     # --timeout bounds the whole grading: what building the environment took is not the judge's
     left = settings.timeout - (_dt.datetime.now(_dt.UTC) - started).total_seconds()
     run, compromised = _guarded_run(target, settings.replace(timeout=max(left, 1.0)), out, progress)
