@@ -146,10 +146,11 @@ def _snapshot(case: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _host_markers(name: str) -> list[str]:
+def _host_markers(name: str) -> dict[str, int]:
+    """Markers of this case in the host's /tmp and home: {path: mtime}."""
     home = Path.home()
     places = [Path("/tmp"), home, home / ".cache"]
-    return [str(p) for place in places for p in place.glob(f"lmspec-hostile-marker-{name}-*")]
+    return {str(p): p.lstat().st_mtime_ns for place in places for p in place.glob(f"lmspec-hostile-marker-{name}-*")}
 
 
 def _grade_case(name: str, shared: Path) -> Graded:
@@ -164,6 +165,7 @@ def _grade_case(name: str, shared: Path) -> Graded:
             listener = _Listener()
             graded = _prepare(name, case, listener.port)
             before = _snapshot(case)
+            markers_before = _host_markers(name)  # another run's (an unsandboxed grader's) are not this one's
             try:
                 rc, output, _ = run_grader(
                     case / "out",
@@ -206,7 +208,7 @@ def _grade_case(name: str, shared: Path) -> Graded:
                 "rc": rc,
                 "output": output,
                 "created": created,
-                "host_markers": _host_markers(name),
+                "host_markers": sorted(p for p, t in _host_markers(name).items() if markers_before.get(p) != t),
                 "leftovers": leftovers,
                 "secret_in": secret_in,
                 "connections": connections,
