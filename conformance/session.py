@@ -12,6 +12,7 @@ from typing import Any
 
 from lmspec.conformance import profiles
 from lmspec.conformance.fixtures import FixtureSet
+from lmspec.conformance.judge.faults import WorkerFault
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.sandbox import WorkerSpec, resolve
 from lmspec.conformance.target import Target, TargetError
@@ -121,7 +122,7 @@ def probe_profile(target: Target, settings: Any) -> Target:
     )
     try:
         probe = Implementation(spec, {}, startup_timeout=settings.startup_timeout)
-    except Exception:  # the real start reports why it cannot load
+    except (Exception, WorkerFault):  # the real start reports why it cannot load (WorkerFault: a BaseException)
         return target.with_(detected_by="default")
     try:
         found = profiles.detect(probe.ready.get("functions") or [])
