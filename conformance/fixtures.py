@@ -12,10 +12,16 @@ submission cannot grade itself against an oracle of its own. A file found
 nowhere skips the tests that need it (unless LMSPEC_REQUIRE_FIXTURES is set,
 as in CI), with a message saying what to point at; a file refused
 everywhere fails them.
+
+The graded repository is the submission's: a file there is taken only when
+it is a regular file of at most MAX_FIXTURE_BYTES whose path, links
+resolved, stays inside the repository (a link out of it, to another
+checkout or to /dev/zero, is never followed, and is named among the refused).
 """
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +89,10 @@ FIXTURES: dict[str, tuple[frozenset[str], str, tuple[str, ...]]] = {
         ("official_adamw_expected_2026.npz",),
     ),
 }
+
+
+#: Largest oracle file read from a graded repository (the official ones are under 2 MB).
+MAX_FIXTURE_BYTES = 64 << 20
 
 
 class FixtureMissing(LookupError):
@@ -162,7 +172,15 @@ class FixtureSet:
         refused_here = []
         for source in self.sources:
             for candidate in source.candidates(name):
-                if not candidate.is_file():
+                if source.repository:
+                    why = _untrusted_file_problem(candidate, source.folder)
+                    if why == "absent":
+                        continue
+                    if why is not None:
+                        refused_here.append(f"{candidate} (from {source.label}: {why})")
+                        continue
+                    candidate = Path(os.path.realpath(candidate))
+                elif not candidate.is_file():
                     continue
                 digest = sha256_file(candidate)
                 if digest in digests:
@@ -198,3 +216,23 @@ class FixtureSet:
 
     def report(self) -> dict[str, object]:
         return {"used": self.used, "refused": self.refused, "missing": self.missing}
+
+
+def _untrusted_file_problem(path: Path, folder: Path | None) -> str | None:
+    """Why ``path`` of the submission's ``folder`` is not read ("absent" when
+    there is nothing there); None for a regular file inside it."""
+    if folder is None or not os.path.lexists(path):
+        return "absent"
+    real_folder = os.path.realpath(folder)
+    real = os.path.realpath(path)
+    if not Path(real).is_relative_to(real_folder):
+        return f"a link out of the repository, to {real}: not followed"
+    try:
+        info = os.stat(real)
+    except OSError:
+        return "absent"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size > MAX_FIXTURE_BYTES:
+        return f"{info.st_size} bytes, larger than any official file"
+    return None

@@ -11,6 +11,7 @@ Hypothesis profiles: dev (default), ci (default when CI is set), thorough.
 """
 
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -86,6 +87,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None and session.impl is not None:
         report.record_findings(config, session)
         session.impl.close()
+    if session is not None and getattr(config, "workerinput", None) is None:
+        shutil.rmtree(session.session_dir, ignore_errors=True)  # made by this (main) judge process
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from lmspec.conformance import profiles
 from lmspec.conformance.fixtures import FixtureSet
+from lmspec.conformance.judge.faults import WorkerFault
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.sandbox import WorkerSpec, resolve
 from lmspec.conformance.target import Target, TargetError
@@ -35,6 +36,10 @@ class JudgeSession:
                 import pytest
 
                 raise pytest.UsageError(str(exc)) from None
+        if self.target.problem:
+            import pytest
+
+            raise pytest.UsageError(f"{self.target.given}: not graded: {self.target.problem}")
         sandbox, warning = resolve(settings.sandbox)
         if self.target.detected_by == "star-import":
             self.target = probe_profile(self.target, settings)
@@ -44,6 +49,7 @@ class JudgeSession:
         if self.in_process:
             self.warnings.append(IN_PROCESS_WARNING)
         self.fixtures = FixtureSet.default(settings.fixtures, self.target.root)
+        environment = self.target.environment or {}  # --env auto: the grader's own record of it
         threads = 1 if xdist_worker or os.cpu_count() == 1 else 2
         self.spec = WorkerSpec(
             adapter=self.target.adapter,
@@ -56,6 +62,8 @@ class JudgeSession:
             allow_reference=bool(settings.allow_reference) or self.target.is_reference,
             binder=self.profile.binder,
             data=tuple((name, str(self.fixtures.path(name))) for name in self.profile.data if self.fixtures.has(name)),
+            venv=environment.get("venv"),
+            base_python=environment.get("base_python"),
         )
         self.impl: Implementation | None = None
         self.start_error: BaseException | None = None
@@ -101,6 +109,7 @@ def probe_profile(target: Target, settings: Any) -> Target:
     if target.detected_by != "star-import":
         return target
     sandbox, _ = resolve(settings.sandbox)
+    environment = target.environment or {}  # --env auto: bound, never run on the host
     spec = WorkerSpec(
         adapter=target.adapter,
         root=target.root,
@@ -108,10 +117,12 @@ def probe_profile(target: Target, settings: Any) -> Target:
         sandbox=sandbox,
         memory_gb=settings.memory_limit or None,
         allow_reference=bool(settings.allow_reference),
+        venv=environment.get("venv"),
+        base_python=environment.get("base_python"),
     )
     try:
         probe = Implementation(spec, {}, startup_timeout=settings.startup_timeout)
-    except Exception:  # the real start reports why it cannot load
+    except (Exception, WorkerFault):  # the real start reports why it cannot load (WorkerFault: a BaseException)
         return target.with_(detected_by="default")
     try:
         found = profiles.detect(probe.ready.get("functions") or [])

@@ -13,6 +13,12 @@ the same function.
 Resolving reads the submission's files as data only (a bounded ``ast``
 parse to see which names it defines, for the profile); when that cannot
 tell (``from mine import *``), the names are asked of a sandboxed worker.
+
+A symbolic link inside the submission is never followed out of it: the
+folder the user gave (or, given a file, the submission's root) is the
+boundary, and an adapters file or root folder that resolves outside it is
+not graded: the Target then carries ``problem`` (naming the link), which the
+grader reports as the submission's error (results.json, exit status 1).
 """
 
 import ast
@@ -50,6 +56,7 @@ class Target:
     python: str | None = None  # the worker's interpreter (None: the judge's own)
     environment: dict[str, Any] | None = field(default=None, compare=False)
     detected_by: str = "given"  # how the profile was chosen: given, names, worker, default
+    problem: str | None = None  # why it cannot be graded (the submission's fault: a link out of its folder)
 
     @property
     def is_file(self) -> bool:
@@ -85,12 +92,41 @@ def looks_like_path(given: str) -> bool:
 def submission_root(adapter_file: Path) -> Path:
     """The folder the submission lives in: the nearest ancestor of the
     adapters file with a repository marker. lmspec's own adapters (mutants,
-    variants, hostile files in its tests/) are single files: their folder."""
-    adapter_file = adapter_file.resolve()
+    variants, hostile files in its tests/) are single files: their folder.
+    The path is taken as written (absolute, links not resolved): the
+    submission's own links are checked against it (``link_out``)."""
+    adapter_file = Path(os.path.abspath(adapter_file))
     for parent in adapter_file.parents:
-        if any((parent / marker).exists() for marker in _ROOT_MARKERS):
-            return adapter_file.parent if parent == ROOT else parent
+        if any(os.path.lexists(parent / marker) for marker in _ROOT_MARKERS):
+            return adapter_file.parent if Path(os.path.realpath(parent)) == ROOT else parent
     return adapter_file.parent
+
+
+def link_out(path: Path, boundary: Path) -> str | None:
+    """None when ``path`` (absolute, under ``boundary`` as written) resolves
+    inside ``boundary``; else what leads out: the first symbolic link (or
+    ``..``) on the way, and where it points."""
+    real_boundary = Path(os.path.realpath(boundary))
+    if Path(os.path.realpath(path)).is_relative_to(real_boundary):
+        return None
+    try:
+        parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(boundary)).parts
+    except ValueError:
+        return f"{path} is not inside {boundary}"
+    current = Path(os.path.abspath(boundary))
+    for i, part in enumerate(parts):
+        current = current / part
+        rel = "/".join(parts[: i + 1])
+        if part == "..":
+            return f"{rel} leads out of the submission's folder {boundary}"
+        if current.is_symlink() and not Path(os.path.realpath(current)).is_relative_to(real_boundary):
+            link, real = os.readlink(current), os.path.realpath(current)
+            shown = link if link == real else f"{link} ({real})"
+            return (
+                f"{rel} is a symbolic link to {shown}, outside the submission's folder {boundary}: links out of a "
+                "submission are never followed"
+            )
+    return f"{path} resolves to {os.path.realpath(path)}, outside the submission's folder {boundary}"
 
 
 def adapter_files(profile: profiles.Profile | None = None) -> list[str]:
@@ -153,21 +189,32 @@ def resolve(given: str | None, profile: str | None = None, *, python: str | None
     if not looks_like_path(given):
         return _module(given, chosen, python)
     path = Path(given).expanduser()
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise TargetError(
             f"{given}: no such file or folder (expected a repository folder, an adapters file or a module)"
         )
+    boundary = None
     if path.is_dir():
-        found = find_adapter(path.resolve(), chosen)
+        boundary = Path(os.path.realpath(path))  # the folder the user named: its own links are the user's
+        found = find_adapter(boundary, chosen)
         if found is None:
             raise TargetError(
                 f"{given}: a folder without an adapters file (looked for {', '.join(adapter_files(chosen))})"
             )
         path = found
-    if path.suffix != ".py" or not path.is_file():
+    else:
+        path = Path(os.path.abspath(path))  # as written: a link on the way is the submission's (link_out)
+    if path.suffix != ".py" or not (path.is_file() or path.is_symlink()):
         raise TargetError(f"{given}: not a Python file (expected a repository folder, an adapters file or a module)")
-    path = path.resolve()
     root = submission_root(path)
+    boundary = boundary if boundary is not None and not boundary.is_relative_to(root) else root
+    problem = link_out(root, boundary) or link_out(path, boundary)
+    if problem is not None:
+        profile = chosen or profiles.get(profiles.DEFAULT)
+        return Target(given, str(path), root, root.name, profile.name, False, python, None, "given", problem)
+    path, root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if not path.is_file():
+        raise TargetError(f"{given}: not a Python file (expected a repository folder, an adapters file or a module)")
     how = "given"
     if chosen is None:
         chosen, how = _detect_file(path)

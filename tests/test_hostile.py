@@ -52,6 +52,8 @@ CASES: dict[str, tuple[str, ...]] = {
     "exit_os": (),
     "exit_sys": (),
     "huge_alloc": ("--memory-limit", "3"),
+    "frame_flood": (),
+    "shm_fill": (),
     "kill_ancestors": (),
     "env_secrets": (),
     "noop_tests": (),
@@ -455,6 +457,29 @@ def test_huge_allocation_fails_with_memory_limit(graded) -> None:
     _check_common(g, graded)
     assert g.item("2.silu")["status"] == "fail"
     assert all("memory limit exceeded (--memory-limit 3 GB)" in m for m in g.bad_messages("2.silu"))
+
+
+@pytest.mark.slow
+@NEEDS_BWRAP
+def test_shared_memory_and_dev_are_bounded(graded) -> None:
+    """/dev/shm is a tmpfs of its own (256 MiB) and /dev is read-only: storing
+    1 GB there fails (run_silu answers right only then)."""
+    g = graded("shm_fill")
+    _check_common(g, graded)
+    assert g.item("2.silu")["status"] == "pass", g.output
+    assert g.returncode == 0
+
+
+@pytest.mark.slow
+@NEEDS_BWRAP
+def test_a_frame_of_many_empty_arrays_is_refused_before_it_is_built(graded) -> None:
+    """A reply of 800,000 empty arrays is a protocol violation of run_silu's
+    calls (counted before anything is built); the bystander still passes."""
+    g = graded("frame_flood")
+    _check_common(g, graded)
+    assert g.item("2.silu")["status"] == "error"
+    messages = g.bad_messages("2.silu")
+    assert messages and all("protocol violation" in m and "exceeds the limit" in m for m in messages), messages
 
 
 @pytest.mark.slow

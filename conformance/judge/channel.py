@@ -145,28 +145,29 @@ class ProcessChannel:
         except (BrokenPipeError, OSError) as exc:
             raise ChannelClosed(str(exc)) from exc
 
-    def receive(self, deadline: float) -> bytes:
+    def receive(self, deadline: float) -> bytes | bytearray:
         header = self._read(4, deadline)
         (n,) = protocol._LEN.unpack(header)
         if n > protocol.MAX_FRAME:
             raise protocol.ProtocolError(f"announced message of {n} bytes exceeds the limit")
         return self._read(n, deadline)
 
-    def _read(self, n: int, deadline: float) -> bytes:
-        chunks, left = [], n
-        while left:
+    def _read(self, n: int, deadline: float) -> bytearray:
+        """``n`` bytes, read into one buffer (a frame is never held twice)."""
+        buffer = bytearray(n)
+        view, got = memoryview(buffer), 0
+        while got < n:
             wait = deadline - time.monotonic()
             if wait <= 0:
                 raise ChannelTimeout()
             ready, _, _ = select.select([self._from_worker], [], [], min(wait, 1.0))
             if not ready:
                 continue
-            chunk = os.read(self._from_worker, min(left, 1 << 20))
-            if not chunk:
+            count = os.readv(self._from_worker, [view[got : got + min(n - got, 1 << 20)]])
+            if not count:
                 raise ChannelClosed("the worker closed its end")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            got += count
+        return buffer
 
     # --- the process ------------------------------------------------------------------
     def find_host_pid(self, worker_pid: int) -> None:

@@ -13,6 +13,7 @@ same function serves the grader, the mutant runner and the variant runner
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,7 +65,9 @@ class JudgeRun:
         return f"the judge exited with status {self.returncode} without a report (see {self.log})"
 
 
-def judge_command(target_file: Path, settings: Any, target: Target, report: Path, progress: Path) -> list[str]:
+def judge_command(
+    target_file: Path, settings: Any, target: Target, report: Path, progress: Path, basetemp: Path | None = None
+) -> list[str]:
     plugins = ("xdist.plugin", "pytest_timeout", "_hypothesis_pytestplugin", "no:cacheprovider")
     # the plugin explicitly, and no conftest.py at all: a submission's own
     # conftest (or tests) can never be loaded by the judge
@@ -73,6 +76,8 @@ def judge_command(target_file: Path, settings: Any, target: Target, report: Path
     for plugin in (*plugins, "lmspec.conformance.plugin"):
         args += ["-p", plugin]
     args += ["--lmspec-target", str(target_file), "--lmspec-report", str(report), "--lmspec-progress", str(progress)]
+    if basetemp is not None:  # the tests' temporary files, in the grader's output folder (removed after)
+        args += ["--basetemp", str(basetemp)]
     args += options.judge_arguments(settings.replace(profile=target.profile))
     args += ["--hypothesis-profile", settings.hypothesis_profile]
     # the judge's own backstop per test (every call into the worker has its own limit)
@@ -133,7 +138,9 @@ def run_judge(
     pos = 0
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            judge_command(target.save(workdir / "target.json"), settings, target, report, progress_file),
+            judge_command(
+                target.save(workdir / "target.json"), settings, target, report, progress_file, workdir / "tmp"
+            ),
             cwd=workdir,
             env=_environment(),
             stdin=subprocess.DEVNULL,
@@ -153,6 +160,7 @@ def run_judge(
                 os.killpg(proc.pid, signal.SIGKILL if timed_out or proc.poll() is None else signal.SIGTERM)
             proc.wait()
     _poll_progress(progress_file, pos, state, progress)
+    shutil.rmtree(workdir / "tmp", ignore_errors=True)
     if log.stat().st_size > LOG_CAP:
         with open(log, "r+b") as f:
             f.truncate(LOG_CAP)

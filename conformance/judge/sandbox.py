@@ -4,14 +4,24 @@ resource limits.
 
 Under bubblewrap the worker sees: a read-only view of the system (/usr, the
 libraries, a few files of /etc), of the Python installation that runs it and
-of the submission's folder; the worker's own code at /opt/lmspec; the
-oracle files its profile's binder reads, at /opt/lmspec-data; a private
-writable /tmp (tmpfs, size-limited) as its scratch and home; its own /proc
-and /dev; no network (a new network namespace with only an unconnected
-loopback); its own PID namespace (it cannot see or signal the judge, and
-everything it starts dies with it: --die-with-parent and the namespace's
-init). The judge's output folder, the suite, the reference and every other
-file of lmspec are not there.
+of the submission's folder (and of its environment's folder, with --env
+auto); the worker's own code at /opt/lmspec; the oracle files its
+profile's binder reads, at /opt/lmspec-data; a private writable /tmp
+(tmpfs, size-limited) as its scratch and home; its own /proc and a
+read-only /dev whose /dev/shm is a size-limited tmpfs of its own; no
+network (a new network namespace with only an unconnected loopback); its
+own PID namespace (it cannot see or signal the judge, and everything it
+starts dies with it: --die-with-parent and the namespace's init). The
+judge's output folder, the suite, the reference and every other file of
+lmspec are not there.
+
+Nothing the submission controls decides what is bound: the folders of the
+interpreter are asked of the interpreter the grader chose (``-I``, from no
+folder of the grader's), never of a submission's environment (its
+``.pth`` files would run on the host); the adapter file must lie inside
+the submission's folder. What the submission can keep in memory is its
+address-space limit plus its two writable tmpfs, /tmp (``tmp_mb``) and
+/dev/shm (``shm_mb``): every writable space is bounded.
 """
 
 import enum
@@ -64,10 +74,13 @@ class WorkerSpec:
     threads: int = 1
     cpu_seconds: int = 3600
     tmp_mb: int = 2048
+    shm_mb: int = 256
     cuda: bool = False
     allow_reference: bool = False  # lmspec's own meta-test adapters build on the reference
     binder: str | None = None  # the profile's binder (conformance/judge/worker/binders)
     data: tuple[tuple[str, str], ...] = ()  # (name, host path) of oracle files the binder reads
+    venv: str | None = None  # the submission's environment (--env auto): bound read-only, never run here
+    base_python: str | None = None  # the interpreter that environment was made from (its folders are bound)
 
     def worker_args(self, *, data_dir: str | None = None) -> list[str]:
         """The worker's command line for this spec (the last hop of the target):
@@ -148,18 +161,20 @@ def _interpreter_dirs(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(folders to bind, folders on sys.path) of the interpreter: its
     prefixes and every folder on its sys.path (a per-submission venv's .pth
     adds the grader's site-packages), never lmspec's own sources (an editable
-    install's path into the checkout): those stay out of the sandbox."""
+    install's path into the checkout): those stay out of the sandbox.
+
+    Asked of the interpreter itself with ``-I`` from the filesystem root, so
+    neither the grader's PYTHONPATH nor its working folder (the judge's
+    output folder) is on it. ``python`` is an interpreter the grader chose,
+    never a submission's environment (WorkerSpec.venv)."""
     code = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path]))"
-    if os.path.abspath(python) == os.path.abspath(sys.executable):
-        prefix, base, exec_prefix, paths = sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path
-    else:
-        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
-        prefix, base, exec_prefix, paths = json.loads(out.stdout)
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True, cwd="/")
+    prefix, base, exec_prefix, paths = json.loads(out.stdout)
     own = [str(ROOT / d) for d in ("conformance", "reference", "tools", "tests", "snapshots", "docs", "lmspec")]
     dirs = set()
     for entry in (prefix, base, exec_prefix, *paths):
         real = os.path.realpath(entry) if entry and os.path.isabs(entry) else ""
-        if not real or not os.path.isdir(real) or real == str(ROOT):
+        if not real or not os.path.isdir(real) or real in (str(ROOT), "/"):
             continue
         if any(real == o or real.startswith(o + os.sep) for o in own):
             continue
@@ -170,6 +185,19 @@ def _interpreter_dirs(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     keep = sorted(d for d in dirs if not d.startswith("/usr/") and d != "/usr")
     bind = tuple(d for d in keep if not any(d != o and d.startswith(o + os.sep) for o in keep))
     return bind, tuple(sorted(dirs))
+
+
+def adapter_outside_root(spec: WorkerSpec) -> str | None:
+    """Why ``spec``'s adapter file cannot be bound (None when it can): it must
+    lie, links resolved, inside the submission's folder."""
+    if not spec.adapter.endswith(".py"):
+        return None
+    if spec.root is None:
+        return f"the adapter file {spec.adapter} has no submission folder"
+    real = Path(os.path.realpath(spec.adapter))
+    if not real.is_relative_to(os.path.realpath(spec.root)):
+        return f"the adapter file {spec.adapter} lies outside the submission's folder {spec.root}"
+    return None
 
 
 def _lmspec_dirs_inside(path_dirs: tuple[str, ...]) -> list[str]:
@@ -186,6 +214,9 @@ def _lmspec_dirs_inside(path_dirs: tuple[str, ...]) -> list[str]:
 
 
 def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> list[str]:
+    problem = adapter_outside_root(spec)
+    if problem:
+        raise ValueError(f"not bound into the sandbox: {problem}")
     cmd = [
         shutil.which("bwrap") or "bwrap",
         "--die-with-parent",
@@ -196,8 +227,7 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
         "--clearenv",
         "--proc",
         "/proc",
-        "--dev",
-        "/dev",
+        *dev_args(spec.shm_mb),
         "--size",
         str(spec.tmp_mb << 20),
         "--tmpfs",
@@ -205,6 +235,41 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
         "--info-fd",
         str(info_fd),
     ]
+    cmd += system_binds()
+    bound, path_dirs = _interpreter_dirs(spec.base_python or spec.python)
+    for d in bound:
+        cmd += ["--ro-bind", d, d]
+    for d in _lmspec_dirs_inside(path_dirs):
+        cmd += ["--tmpfs", d, "--remount-ro", d]
+    if spec.venv is not None:
+        cmd += ["--ro-bind", spec.venv, spec.venv]
+    cmd += ["--ro-bind", str(WORKER_SOURCE), f"{SANDBOX_WORKER_DIR}/lmspec_worker"]
+    if spec.allow_reference:
+        # importable as lmspec.reference: lmspec is then a namespace package holding only it
+        cmd += ["--ro-bind", str(ROOT / "reference"), f"{SANDBOX_BASE_DIR}/lmspec/reference"]
+    for name, path in spec.data:
+        cmd += ["--ro-bind", path, f"{SANDBOX_DATA_DIR}/{name}"]
+    if spec.root is not None:
+        cmd += ["--ro-bind", str(spec.root), str(spec.root)]
+    if spec.cuda:
+        for dev in sorted(Path("/dev").glob("nvidia*")):
+            cmd += ["--dev-bind", str(dev), str(dev)]
+    for key, value in environment(spec, "/tmp").items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/tmp", "--"]
+    return cmd + _python_command(spec, SANDBOX_WORKER_DIR, "/tmp", worker_args, SANDBOX_BASE_DIR)
+
+
+def dev_args(shm_mb: int) -> list[str]:
+    """A private /dev whose /dev/shm is a tmpfs of ``shm_mb`` MiB (``--dev``
+    alone makes /dev/shm a folder of a tmpfs as large as half the host's
+    memory); /dev itself is made read-only at the end of the command."""
+    return ["--dev", "/dev", "--size", str(shm_mb << 20), "--tmpfs", "/dev/shm"]
+
+
+def system_binds() -> list[str]:
+    """The system, read-only: /usr and its companions, and a few files of /etc."""
+    cmd: list[str] = []
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
             cmd += ["--symlink", os.readlink(d), d]
@@ -214,28 +279,7 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
         path = f"/etc/{name}"
         if os.path.exists(path):
             cmd += ["--ro-bind", path, path]
-    bound, path_dirs = _interpreter_dirs(spec.python)
-    for d in bound:
-        cmd += ["--ro-bind", d, d]
-    for d in _lmspec_dirs_inside(path_dirs):
-        cmd += ["--tmpfs", d, "--remount-ro", d]
-    cmd += ["--ro-bind", str(WORKER_SOURCE), f"{SANDBOX_WORKER_DIR}/lmspec_worker"]
-    if spec.allow_reference:
-        # importable as lmspec.reference: lmspec is then a namespace package holding only it
-        cmd += ["--ro-bind", str(ROOT / "reference"), f"{SANDBOX_BASE_DIR}/lmspec/reference"]
-    for name, path in spec.data:
-        cmd += ["--ro-bind", path, f"{SANDBOX_DATA_DIR}/{name}"]
-    if spec.root is not None:
-        cmd += ["--ro-bind", str(spec.root), str(spec.root)]
-    if spec.adapter.endswith(".py") and (spec.root is None or not Path(spec.adapter).is_relative_to(spec.root)):
-        cmd += ["--ro-bind", spec.adapter, spec.adapter]
-    if spec.cuda:
-        for dev in sorted(Path("/dev").glob("nvidia*")):
-            cmd += ["--dev-bind", str(dev), str(dev)]
-    for key, value in environment(spec, "/tmp").items():
-        cmd += ["--setenv", key, value]
-    cmd += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
-    return cmd + _python_command(spec, SANDBOX_WORKER_DIR, "/tmp", worker_args, SANDBOX_BASE_DIR)
+    return cmd
 
 
 def _python_command(spec: WorkerSpec, worker_dir: str, scratch: str, worker_args: list[str], base: str) -> list[str]:

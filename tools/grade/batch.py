@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmspec.tools.grade.files import inside
 from lmspec.tools.grade.points import PointsTable
 
 
@@ -119,12 +120,12 @@ def _load_results(folder: Path) -> dict[str, Any] | None:
 def _store(out: Path, name: str, files: dict[str, bytes]) -> None:
     """Replace ``out/name`` with the files a worker sent back: written into a
     staging folder first, results.json last, then swapped in."""
-    final = out / name
-    staging, old = out / f".{name}.partial", out / f".{name}.old"
+    final = inside(out, out / name)
+    staging, old = inside(out, out / f".{name}.partial"), inside(out, out / f".{name}.old")
     for stale in (staging, old):
         shutil.rmtree(stale, ignore_errors=True)
     for rel in sorted(files, key=lambda r: r == "results.json"):
-        path = staging / rel
+        path = inside(staging, staging / rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(files[rel])
     if final.exists():

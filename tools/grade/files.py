@@ -4,6 +4,7 @@ checked before and after every grading) and the code the judge imports
 means the submission wrote into the suite and the run is compromised; under
 bubblewrap the submission cannot see these files)."""
 
+import os
 from pathlib import Path
 
 from lmspec import ROOT
@@ -86,3 +87,13 @@ def verify_manifest(snapshot_dir: Path = SNAPSHOTS) -> list[str] | None:
         elif sha256_file(path) != digest:
             problems.append(f"{rel} does not match its MANIFEST sha256")
     return problems
+
+
+def inside(folder: Path, path: Path) -> Path:
+    """``path`` when it lies in ``folder`` (as written and with links resolved); else a RuntimeError."""
+    norm, base = Path(os.path.normpath(path)), Path(os.path.normpath(folder))
+    if norm == base or not norm.is_relative_to(base):
+        raise RuntimeError(f"refusing to write {path}: not inside {folder}")
+    if os.path.lexists(norm) and not Path(os.path.realpath(norm)).is_relative_to(os.path.realpath(base)):
+        raise RuntimeError(f"refusing to write {path}: it leads out of {folder}")
+    return norm

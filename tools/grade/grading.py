@@ -5,56 +5,131 @@ The files are written by tools.grade.outputs."""
 
 import datetime as _dt
 import os
-import platform
+import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lmspec.conformance.judge.launch import JudgeRun, run_judge, suite_paths
+from lmspec.conformance.judge.sandbox import Sandbox
+from lmspec.conformance.judge.sandbox import resolve as resolve_sandbox
 from lmspec.conformance.session import probe_profile
 from lmspec.conformance.target import Target, resolve
-from lmspec.tools.grade import envs
+from lmspec.tools.grade import envs, pythons
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
 from lmspec.tools.grade.points import PointsTable
-from lmspec.tools.grade.repository import inspect, python_problem
-from lmspec.tools.grade.results import GradeReport, build_report, timings
+from lmspec.tools.grade.repository import Repository, inspect
+from lmspec.tools.grade.results import GradeReport, build_report, error_report, timings
 
 
 class NotGraded(RuntimeError):
-    """The submission cannot be graded as the grader is set up (a Python it
-    does not run on, an environment that cannot be built): exit status 2."""
+    """The grader, as it is set up, cannot grade (a --python that does not run,
+    or lacks what lmspec's worker needs): exit status 2. Whatever is wrong with
+    the submission itself is its error instead (results.json, exit status 1)."""
 
 
-def with_environment(target: Target, settings: Any, log: Any = None) -> tuple[Target, Any]:
+@dataclass
+class Prepared:
+    """The target with its worker's interpreter and environment, what the
+    grader knows of its repository, and what the report must say."""
+
+    target: Target
+    repo: Repository | None = None
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None  # the submission's error: nothing was run, every item is an error
+    choice: pythons.Choice | None = None
+
+
+def with_environment(target: Target, settings: Any, log: Any = None) -> Prepared:
     """The target with its worker's interpreter (and environment, with
-    ``--env auto``), and what the grader knows of its repository; raises
-    NotGraded with what to do."""
+    ``--env auto``); NotGraded only for the grader's own setup."""
+    if target.problem:
+        return Prepared(target, error=f"not graded: {target.problem}")
     if target.root is None:
-        return target.with_(python=settings.python), None
+        return Prepared(target.with_(python=settings.python))
     repo = inspect(target.root)
-    python = settings.python or sys.executable
-    version = platform.python_version() if python == sys.executable else None
+    warnings = [f"the repository: {p}" for p in repo.problems]
     try:
+        choice = pythons.choose(repo, settings.python)
+        warnings += [w for w in (choice.warning, choice.note) if w]
         if settings.env == "auto":
-            built = envs.prepare(repo, python, envs.cache_root(settings.env_cache), log)
-            problem = python_problem(repo, built.report["python_version"], python)
-            if problem:
-                raise NotGraded(problem)
-            return target.with_(python=built.python, environment=built.report), repo
-        if version is None:
-            found = envs.probe(python)
+            if repo.pyproject_error:
+                error = f"its environment cannot be built (--env auto): {repo.pyproject_error}"
+                return Prepared(target, repo, warnings, error, choice)
+            sandbox_kind, _ = resolve_sandbox(settings.sandbox)
+            try:
+                built = envs.prepare(
+                    repo,
+                    choice.python,
+                    envs.cache_root(settings.env_cache),
+                    bwrap=sandbox_kind is Sandbox.BWRAP,
+                    memory_gb=settings.memory_limit or None,
+                    seconds=settings.timeout,
+                    log=log,
+                )
+            except envs.EnvError as exc:
+                return Prepared(target, repo, warnings, f"its environment could not be built (--env auto): {exc}")
+            if sandbox_kind is not Sandbox.BWRAP and not built.report.get("cached"):
+                warnings.append("its environment was built WITHOUT a sandbox: its build code ran with your rights")
+            return Prepared(target.with_(python=built.python, environment=built.report), repo, warnings, None, choice)
+        if choice.python != sys.executable:
+            found = envs.probe(choice.python)
             if found["missing"]:
                 raise NotGraded(
-                    f"--python {python} (Python {found['version']}) lacks {', '.join(found['missing'])}, which "
-                    "lmspec's worker needs there; install them in that interpreter, or use --env auto"
+                    f"--python {choice.python} (Python {found['version']}) lacks {', '.join(found['missing'])}, "
+                    "which lmspec's worker needs there; install them in that interpreter, or use --env auto"
                 )
-            version = found["version"]
-    except envs.EnvError as exc:
+        python = None if choice.python == sys.executable else choice.python
+        return Prepared(target.with_(python=python), repo, warnings, None, choice)
+    except envs.InterpreterError as exc:
         raise NotGraded(str(exc)) from exc
-    problem = python_problem(repo, version, python)
-    if problem:
-        raise NotGraded(problem)
-    return target.with_(python=settings.python), repo
+
+
+def explain_error(report: GradeReport, prepared: Prepared, settings: Any) -> None:
+    """Make the report's error say why, when the grader knows more than the
+    worker: an interpreter older than requires-python (the exact reason and
+    the fix), or a declared dependency missing from the environment."""
+    repo, choice = prepared.repo, prepared.choice
+    if report.error is None or repo is None:
+        return
+    if choice is not None and choice.mismatch:
+        reason = pythons.explain_import_failure(report.implementation.get("import_error"), repo, choice)
+        if reason:
+            report.error = reason
+            return
+    missing = re.search(r"No module named '([\w.]+)'", report.error)
+    if missing is None:
+        return
+    module = missing.group(1).partition(".")[0]
+    declared = _declared(repo, module)
+    if declared is None:
+        return
+    if settings.env == "auto":
+        report.error += (
+            f" ({module} is declared in the repository ({declared}) but its environment could not install it: see "
+            "implementation.environment.notes)"
+        )
+    else:
+        report.error += (
+            f" ({module} is declared in the repository's pyproject.toml or requirements.txt as {declared!r}; the "
+            "grader's environment lacks it: --env auto installs it in an environment of the submission's own)"
+        )
+
+
+def _declared(repo: Repository, module: str) -> str | None:
+    """The declared requirement that provides ``module`` (by name), if any."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wanted = re.sub(r"[-_.]+", "_", module).lower()
+    for text in repo.dependencies:
+        try:
+            name = Requirement(text).name
+        except InvalidRequirement:
+            continue
+        if re.sub(r"[-_.]+", "_", name).lower() in (wanted, f"py{wanted}", f"python_{wanted}"):
+            return text
+    return None
 
 
 def _guarded_run(target: Target, settings: Any, out: Path, progress: Any) -> tuple[JudgeRun, list[str]]:
@@ -104,10 +179,27 @@ def grade(
     out.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.UTC)
     target = given if isinstance(given, Target) else resolve(given, settings.profile, python=settings.python)
-    target, repo = with_environment(target, settings)
+    prepared = with_environment(target, settings)
+    target = prepared.target
+    if prepared.error is not None:
+        report = error_report(
+            prepared.error,
+            points=points,
+            target=target,
+            started=started,
+            duration_s=(_dt.datetime.now(_dt.UTC) - started).total_seconds(),
+            settings=recorded_settings(settings, target, points),
+            spec=settings.spec,
+            sandbox=str(resolve_sandbox(settings.sandbox)[0]),
+            warnings=prepared.warnings,
+        )
+        report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
+        return report
     target = probe_profile(target, settings)
-    run, compromised = _guarded_run(target, settings, out, progress)
-    warnings = []
+    # --timeout bounds the whole grading: what building the environment took is not the judge's
+    left = settings.timeout - (_dt.datetime.now(_dt.UTC) - started).total_seconds()
+    run, compromised = _guarded_run(target, settings.replace(timeout=max(left, 1.0)), out, progress)
+    warnings = list(prepared.warnings)
     if run.timed_out:
         warnings.append(f"the overall time limit (--timeout {settings.timeout:g} s) ran out: results are partial")
     report = build_report(
@@ -122,8 +214,9 @@ def grade(
         run_error=run.problem,
         fail_under=settings.fail_under,
     )
+    explain_error(report, prepared, settings)
     report.timings = timings(run.report or {}, run.started_at, (_dt.datetime.now(_dt.UTC) - started).total_seconds())
-    report.implementation["repository"] = repo.to_json() if repo is not None else None
+    report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
     report.implementation["environment"] = target.environment
     report.implementation["fixtures"] = (run.report or {}).get("fixtures")
     return report

@@ -463,3 +463,54 @@ def timings(judge: dict[str, Any], started_at: float, total_s: float) -> dict[st
     out["shrink_budget_reached"] = shrink_stopped
     out["timeouts_s"] = round(timeouts, 2)
     return out
+
+
+def error_report(
+    error: str,
+    *,
+    points: PointsTable,
+    target: Target,
+    started: _dt.datetime,
+    duration_s: float,
+    settings: dict[str, Any],
+    spec: str | None,
+    sandbox: str,
+    warnings: list[str] = (),  # type: ignore[assignment]
+) -> GradeReport:
+    """The report of a submission that could not be run at all, by its own
+    fault (an adapters file that is a link out of it, an environment that
+    cannot be built): every selected item of its profile is an error worth
+    0 of its points, and ``error`` says why."""
+    profile = profiles.get(target.profile)
+    selectors = [s.strip() for s in (spec or "").split(",") if s.strip()]
+    items = []
+    for spec_item in profile.items:
+        if selectors and not profile.matches(spec_item.id, selectors):
+            continue
+        group = spec_item.kind
+        max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
+        items.append(
+            ItemResult(spec_item.id, spec_item.title, group, Status.ERROR, 0.0, max_points, f"not run: {error}", [])
+        )
+    core = [i for i in items if i.group == Group.CORE]
+    ext = [i for i in items if i.group == Group.EXTENDED]
+    return GradeReport(
+        implementation=_implementation({}, target),
+        started=started.astimezone(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        duration_s=duration_s,
+        environment={},
+        settings=settings,
+        items=items,
+        score=0.0,
+        max_score=sum(i.max_points for i in core),
+        extended_score=0.0,
+        extended_max_score=sum(i.max_points for i in ext),
+        audit=[],
+        audit_status="not run",
+        compromised=False,
+        compromised_reasons=[],
+        error=error,
+        warnings=list(warnings),
+        sandbox=sandbox,
+        points_source=points.source,
+    )

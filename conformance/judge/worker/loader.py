@@ -60,18 +60,35 @@ class AdapterLoadError(Exception):
     """The adapter module could not be found (not an error of its code)."""
 
 
+#: Largest pyproject.toml read for the metadata.
+_MAX_PYPROJECT = 1 << 20
+#: A distribution name (PEP 508) and a version (the characters PEP 440 allows):
+#: nothing that could name a path reaches the dist-info folder's name.
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?$")
+_VERSION = re.compile(r"^v?[0-9][0-9A-Za-z!+._-]{0,98}$")
+
+
 def project_metadata(root: Path) -> tuple[str, str] | None:
     """(name, version) from ``root/pyproject.toml`` ([project], or poetry's
-    table); None when there is none."""
+    table); None when there is none, or it is not a plain file of the root,
+    too large, or not parseable, or its name is not a distribution name."""
     path = root / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        real = path.resolve()
+        if not real.is_relative_to(root.resolve()) or not real.is_file() or real.stat().st_size > _MAX_PYPROJECT:
+            return None
+        data = tomllib.loads(real.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
-    for table in (data.get("project"), data.get("tool", {}).get("poetry")):
+    tool = data.get("tool")
+    for table in (data.get("project"), tool.get("poetry") if isinstance(tool, dict) else None):
         if isinstance(table, dict) and isinstance(table.get("name"), str):
-            version = table.get("version")
-            return table["name"], version if isinstance(version, str) else "0+unknown"
+            name, version = table["name"], table.get("version")
+            if not _NAME.match(name):
+                return None
+            if not isinstance(version, str) or not _VERSION.match(version) or ".." in version:
+                version = "0+unknown"
+            return name, version
     return None
 
 
@@ -90,6 +107,8 @@ def provide_metadata(root: Path, scratch: Path) -> str | None:
     folder = scratch / "dist-info"
     normalized = re.sub(r"[-_.]+", "_", name)
     info = folder / f"{normalized}-{version}.dist-info"
+    if info.parent != folder:
+        return None
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
     sys.path.append(str(folder))

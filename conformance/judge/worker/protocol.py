@@ -24,6 +24,14 @@ the device and the Parameter flag.
 
 Both sides validate what they decode: unknown ext codes, unknown tagged
 kinds, bad dtypes and nesting deeper than MAX_DEPTH are protocol errors.
+What a frame may make the decoder build is bounded before it is built, not
+only by the frame's length (a frame of 48 MB of empty arrays once grew the
+judge to 3.6 GiB): per frame, at most MAX_ITEMS container elements (list
+items, and map entries counted twice: key and value), MAX_EXT non-plain
+values (tuples, tagged objects, tensors, arrays) and MAX_ARRAYS tensors and
+arrays; no single list or map is announced longer than MAX_ITEMS. The
+largest real frames (a GPT-2 vocabulary and its merges) hold about 250,000
+elements and 50,000 tuples.
 This module imports nothing from lmspec: the worker runs it from a
 read-only copy inside the sandbox.
 """
@@ -43,8 +51,11 @@ from safetensors.torch import load as _t_load
 from safetensors.torch import save as _t_save
 
 __all__ = [
+    "MAX_ARRAYS",
     "MAX_DEPTH",
+    "MAX_EXT",
     "MAX_FRAME",
+    "MAX_ITEMS",
     "ProtocolError",
     "Tagged",
     "decode",
@@ -56,6 +67,10 @@ __all__ = [
 #: Largest frame either side accepts (a 64 MiB memmap, a GPT-2 vocabulary...).
 MAX_FRAME = int(os.environ.get("LMSPEC_MAX_FRAME", 512 << 20))
 MAX_DEPTH = 64
+#: Per frame: container elements, non-plain values, tensors and arrays (module docstring).
+MAX_ITEMS = int(os.environ.get("LMSPEC_MAX_ITEMS", 2_000_000))
+MAX_EXT = int(os.environ.get("LMSPEC_MAX_EXT", 400_000))
+MAX_ARRAYS = int(os.environ.get("LMSPEC_MAX_ARRAYS", 20_000))
 _LEN = struct.Struct(">I")
 
 EXT_TUPLE, EXT_TENSOR, EXT_NDARRAY, EXT_TAGGED = 1, 2, 3, 5
@@ -176,19 +191,39 @@ def encode(value: Any, hook: Callable[[Any], Any] | None = None) -> bytes:
         raise ProtocolError(f"cannot encode: {exc}") from exc
 
 
-def decode(data: bytes, hook: Callable[[Tagged], Any] | None = None) -> Any:
+def decode(data: bytes | bytearray | memoryview, hook: Callable[[Tagged], Any] | None = None) -> Any:
     """The value in ``data``; ``hook(tagged)`` builds tagged objects (without
-    a hook they stay Tagged dicts). Anything malformed raises ProtocolError."""
+    a hook they stay Tagged dicts). Anything malformed, or more than the
+    per-frame budget (module docstring), raises ProtocolError."""
+    spent = {"items": 0, "ext": 0, "arrays": 0}
+    limits = {"items": MAX_ITEMS, "ext": MAX_EXT, "arrays": MAX_ARRAYS}
+    names = {"items": "list items and map entries", "ext": "non-plain values", "arrays": "tensors and arrays"}
+
+    def spend(kind: str, n: int) -> None:
+        spent[kind] += n
+        if spent[kind] > limits[kind]:
+            raise ProtocolError(f"a message of more than {limits[kind]:,} {names[kind]} exceeds the limit")
+
+    def list_hook(items: list) -> list:
+        spend("items", len(items))
+        return items
+
+    def object_hook(mapping: dict) -> dict:
+        spend("items", 2 * len(mapping))
+        return mapping
 
     def ext_hook(code: int, payload: bytes) -> Any:
+        spend("ext", 1)
         if code == EXT_TUPLE:
             items = _unpack(payload)
             if not isinstance(items, list):
                 raise ProtocolError("tuple payload is not a list")
             return tuple(items)
         if code == EXT_TENSOR:
+            spend("arrays", 1)
             return _tensor_from(payload)
         if code == EXT_NDARRAY:
+            spend("arrays", 1)
             try:
                 arrays = _np_load(payload)
             except (SafetensorError, ValueError) as exc:
@@ -207,7 +242,7 @@ def decode(data: bytes, hook: Callable[[Tagged], Any] | None = None) -> Any:
 
     depth = [0]
 
-    def _unpack(payload: bytes) -> Any:
+    def _unpack(payload: bytes | bytearray | memoryview) -> Any:
         depth[0] += 1
         if depth[0] > MAX_DEPTH:
             raise ProtocolError(f"nesting deeper than {MAX_DEPTH}")
@@ -215,10 +250,15 @@ def decode(data: bytes, hook: Callable[[Tagged], Any] | None = None) -> Any:
             return msgpack.unpackb(
                 payload,
                 ext_hook=ext_hook,
+                list_hook=list_hook,
+                object_hook=object_hook,
                 raw=False,
                 strict_map_key=False,
                 use_list=True,
                 unicode_errors="surrogatepass",
+                # no list or map is allocated longer than the whole budget
+                max_array_len=MAX_ITEMS,
+                max_map_len=MAX_ITEMS // 2,
             )
         except ProtocolError:
             raise
