@@ -278,13 +278,37 @@ def _show(pair: object) -> str:
     return repr(pair) if not isinstance(pair, tuple) else "(" + ", ".join(map(repr, pair)) + ")"
 
 
+class MergeMismatch(NamedTuple):
+    """How a trainer's merges differ from the oracle's: the facts (``lines``:
+    the first difference, the counts there, what the wrong merge is made of)
+    and the likely causes (``causes``: known bugs whose replay gives the
+    trainer's merges). A cause is shown only once a second input confirms it
+    (:meth:`text` with the causes both inputs share)."""
+
+    lines: list[str]
+    causes: list[str]
+
+    def text(self, causes: Sequence[str] | None = None) -> str:
+        shown = self.causes if causes is None else [c for c in self.causes if c in causes]
+        return "\n".join(self.lines[:1] + [f"  likely cause: {c}" for c in shown] + self.lines[1:])
+
+
 def describe_merge_mismatch(
     got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
 ) -> str | None:
+    """None when ``got`` equals the slow oracle's merges, else the whole
+    description with every likely cause (:func:`merge_mismatch`)."""
+    mismatch = merge_mismatch(got, text, vocab_size, special_tokens)
+    return None if mismatch is None else mismatch.text()
+
+
+def merge_mismatch(
+    got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
+) -> MergeMismatch | None:
     """None when ``got`` equals the slow oracle's merges for this training run;
     otherwise the first differing merge index, both pairs with their counts at
     that step, the top candidates, and the known bugs that would produce
-    exactly ``got`` up to that point."""
+    exactly ``got`` up to that point (the causes)."""
     expected = train_bpe(text, vocab_size, special_tokens).merges
     got = list(got)
     if got == expected:
@@ -302,6 +326,7 @@ def describe_merge_mismatch(
         "  most frequent pairs at that step: "
         + ", ".join(f"{_show(p)}: {n}" for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
     ]
+    causes: list[str] = []
     if i > 0:
         lines.append("  merges before it agree: ... " + ", ".join(_show(p) for p in expected[max(0, i - 3) : i]))
     # (Counts are those of the merges applied as the spec says; an
@@ -318,7 +343,7 @@ def describe_merge_mismatch(
             where = "occurs only inside special tokens, which never take part in pair counts"
         else:
             where = "occurs nowhere in the text between special tokens: a merge is only made of a pair that occurs"
-        lines.append(f"  likely cause: merge {i} makes {token!r}, which {where}")
+        lines.append(f"  merge {i} makes {token!r}, which {where}")
     elif i >= len(expected) and i < len(got):
         lines.append(f"  after merge {i - 1} no pair is left to merge: training stops there (vocab_size is a maximum)")
     # vocab_size miscounts, by the prefix property of greedy training: a run
@@ -331,25 +356,25 @@ def describe_merge_mismatch(
     if len(expected) == full and extra > 0 and got[:full] == expected and got[full:] == train_from_words(words, extra):
         # i == full here: `words` is the state after `expected`
         if extra == k:
-            lines.append(
-                f"  likely cause: special tokens not counted in vocab_size ({k} merge(s) too many: vocab_size "
+            causes.append(
+                f"special tokens not counted in vocab_size ({k} merge(s) too many: vocab_size "
                 "counts the bytes, the special tokens and the merges)"
                 + (", or the stopping test is off by one" if k == 1 else "")
             )
         elif extra == 1:
-            lines.append("  likely cause: the stopping test is off by one (one merge too many)")
+            causes.append("the stopping test is off by one (one merge too many)")
     elif len(got) < len(expected) and got == expected[: len(got)]:
         short = min(len(expected), full) - len(got)
         if k and short == k and len(expected) >= full:
-            lines.append(
-                f"  likely cause: special tokens subtracted twice from vocab_size ({k} merge(s) too few)"
+            causes.append(
+                f"special tokens subtracted twice from vocab_size ({k} merge(s) too few)"
                 + (", or the stopping test is off by one" if k == 1 else "")
             )
         elif short == 1 and len(expected) >= full:
-            lines.append("  likely cause: the stopping test is off by one (one merge too few)")
+            causes.append("the stopping test is off by one (one merge too few)")
         else:
             lines.append(
-                f"  likely cause: training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
+                f"  training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
                 f"while pairs were left (next: {_show(expected[len(got)])}, count "
                 f"{counts.get(expected[len(got)], 0)})"
             )
@@ -359,12 +384,12 @@ def describe_merge_mismatch(
     # a coincidence (two bugs can pick the same pair once).
     n = len(got) if len(text) * len(got) <= HINT_BUDGET else min(len(got), i + 1 + KNOWN_BUG_WINDOW)
     if len(text) * n > HINT_BUDGET:
-        return "\n".join(lines)  # replaying known bugs would take too long here
+        return MergeMismatch(lines, causes)  # replaying known bugs would take too long here
     for cause, bug in KNOWN_BUGS.items():
         if bug.keys() & {"split_specials", "drop_specials"} and not special_tokens:
             continue
         whole = n == len(got)
         variant = train_bpe(text, vocab_size if whole else 256 + len(special_tokens) + n, special_tokens, **bug)
         if (variant.merges == got if whole else variant.merges[:n] == got[:n]) and variant.merges != expected:
-            lines.append(f"  likely cause: {cause}")
-    return "\n".join(lines)
+            causes.append(cause)
+    return MergeMismatch(lines, causes)
