@@ -22,6 +22,7 @@ CHECKED: tuple[str, ...] = tuple(
     f"{__name__}.{name}"
     for name in (
         "nn",
+        "gpt2",
         "generation",
         "accounting",
         "adapter",
