@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from lmspec import ROOT
 from lmspec.conformance import options, profiles, report
-from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet
+from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, folder_problem
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.remote import RemoteFunction
@@ -61,6 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "reported per item, never scored)",
     )
     workerinput = getattr(config, "workerinput", None)
+    given_fixtures = config.getoption("fixtures")
+    problem = folder_problem(given_fixtures) if given_fixtures else None
+    if problem is not None:
+        raise pytest.UsageError(problem.replace("--fixtures ", "--fixtures-dir ", 1))
     if workerinput is not None:
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).

@@ -354,15 +354,15 @@ def build_report(
     reasons = list(dict.fromkeys([str(r) for r in judge.get("compromised") or []] + list(extra_compromised)))
     compromised = bool(reasons)
     warnings = _warnings(judge, tests, items, list(extra_warnings))
-    load_error = run_error or _load_error(judge)
-    error = load_error or _lazy_import_error(items)
+    not_loaded = run_error or load_error(judge)
+    error = not_loaded or _lazy_import_error(items)
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
     score = sum(i.points for i in core)
     if compromised:
         warnings.append("the run is compromised: the score is set to 0 (see compromised_reasons)")
         score = 0.0
-    if load_error:
+    if not_loaded:
         score = 0.0
     worker = judge.get("worker") or {}
     report = GradeReport(
@@ -395,7 +395,7 @@ def build_report(
     return report
 
 
-def _load_error(judge: dict[str, Any]) -> str | None:
+def load_error(judge: dict[str, Any]) -> str | None:
     imp = judge.get("import_error")
     if isinstance(imp, dict):
         where = f"{imp.get('file')}:{imp.get('line')}: " if imp.get("file") else ""
