@@ -2,18 +2,21 @@
 exists: README.md, BENCHMARKS.md, docs/*.md, and the product's .py files
 (a moved or deleted file leaves no reference behind).
 
-Not checked: the layout of a graded repository (``tests/adapters.py``,
-``tests/fixtures/...``, ``tests/_snapshots/...``: the student's files) and
-placeholders (``NAME``, ``X``, ``<area>``, ``*``)."""
+Not checked: the layout of a graded repository (its adapter files as the
+profiles name them, ``tests/fixtures/...``, ``tests/_snapshots/...``: the
+student's files) and placeholders (``NAME``, ``X``, ``<area>``, ``*``)."""
 
 import re
 from pathlib import Path
+
+from lmspec.conformance.profiles import all_profiles
 
 REPO = Path(__file__).resolve().parent.parent
 TOPS = ("reference", "conformance", "tools", "tests", "docs", "snapshots", "lmspec", ".ci")
 #: A path that starts with one of lmspec's folders, outside a longer word or path.
 CITED = re.compile(rf"(?<![\w./-])((?:{'|'.join(re.escape(t) for t in TOPS)})/[\w./<>*-]*[\w/*>])")
-SUBMISSION = re.compile(r"tests/(adapters\.py|fixtures\b|_snapshots\b)")
+SUBMISSION = re.compile(r"tests/(fixtures|_snapshots)\b")
+ADAPTER_FILES = {name for profile in all_profiles() for name in profile.adapter_files}
 PLACEHOLDER = re.compile(r"[<>*]|\bNAME\b|\bX\b")
 
 
@@ -34,7 +37,10 @@ def test_every_cited_path_exists() -> None:
         for doc in _documents()
         for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
         for cited in CITED.findall(line)
-        if not SUBMISSION.match(cited) and not PLACEHOLDER.search(cited) and not _exists(cited)
+        if cited not in ADAPTER_FILES
+        and not SUBMISSION.match(cited)
+        and not PLACEHOLDER.search(cited)
+        and not _exists(cited)
     ]
     assert not missing, "cited paths that do not exist:\n" + "\n".join(missing)
 
