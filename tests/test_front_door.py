@@ -327,7 +327,7 @@ def _copy_checkout(dest: Path) -> Path:
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     for rel in listed:
-        if (REPO / rel).is_file() and not rel.startswith(("tests/", "docs/", "snapshots/nn")):
+        if (REPO / rel).is_file() and not rel.startswith("tests/"):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
     return dest
