@@ -26,6 +26,7 @@ from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureS
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.remote import RemoteFunction
+from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
 
 # --- Hypothesis profiles ----------------------------------------------------
@@ -219,7 +220,7 @@ class _Fixtures:
         except FixtureMissing as exc:
             if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
                 pytest.fail(f"{exc}; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
-            pytest.skip(str(exc))
+            pytest.skip(f"{NOT_CHECKED_PREFIX} {exc}")
         raise AssertionError("unreachable")
 
 

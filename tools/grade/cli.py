@@ -25,7 +25,7 @@ from lmspec.conformance.judge.launch import Progress
 from lmspec.conformance.target import Target, TargetError, resolve
 from lmspec.tools.grade.batch import find_submissions, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
-from lmspec.tools.grade.outputs import write_outputs, write_spec_page
+from lmspec.tools.grade.outputs import FILES, write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
 
@@ -163,14 +163,16 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
 
 
 class _ProgressDisplay:
-    """tqdm on a terminal; otherwise a line every 10% on stderr."""
+    """A tqdm bar on a terminal; elsewhere (a log file, CI) one line per
+    phase: when the tests start, and when they are done. "failed": tests
+    that failed, errored or timed out, scored and STRICT, as in the table."""
 
     def __init__(self, label: str, enabled: bool):
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()
         self.bar = None
         self.label = label
-        self.last_decile = -1
+        self.last: Progress | None = None
 
     def __call__(self, p: Progress) -> None:
         if not self.enabled:
@@ -183,20 +185,19 @@ class _ProgressDisplay:
             if p.total and self.bar.total != p.total:
                 self.bar.total = p.total
             self.bar.n = p.done
-            self.bar.set_postfix_str(f"{p.failures} not passed", refresh=False)
+            self.bar.set_postfix_str(f"{p.failures} failed", refresh=False)
             self.bar.refresh()
-        elif p.total:
-            decile = 10 * p.done // p.total
-            if decile != self.last_decile:
-                self.last_decile = decile
-                print(
-                    f"{self.label}: {p.done}/{p.total} tests, {p.failures} not passed",
-                    file=sys.stderr,
-                )
+        elif self.last is None:
+            total = f"{p.total} tests" if p.total else "the tests"
+            print(f"{self.label}: running {total}", file=sys.stderr, flush=True)
+        self.last = p
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.enabled and self.last is not None:
+            p = self.last
+            print(f"{self.label}: {p.done}/{p.total or p.done} tests done, {p.failures} failed", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,12 +238,15 @@ def _grade_one(args: argparse.Namespace, target: Any, formats: list[str], points
         report = grade(target, out=Path(args.out), settings=settings, points=points, progress=display)
     finally:
         display.close()
-    write_outputs(report, Path(args.out), tuple(formats), points)
+    out = Path(args.out)
+    write_outputs(report, out, tuple(formats), points)
     if "html" in formats:
-        write_spec_page(Path(args.out))
+        write_spec_page(out)
+    written = tuple(out / FILES[f] for f in ("json", "html") if f in formats)
     if "table" in formats and not args.quiet:
-        print(render_table(report, color=sys.stdout.isatty()))
+        print(render_table(report, color=sys.stdout.isatty(), files=written))
     if args.timings:
         print(render_timings(report))
-        print(f"  results: {Path(args.out) / 'results.json'}")
+        if "table" not in formats or args.quiet:
+            print("\n".join(f"  {path}" for path in written))
     return 0 if report.passed else 1
