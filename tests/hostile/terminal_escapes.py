@@ -9,6 +9,6 @@ HOSTILE = {"does": "puts terminal control sequences in its messages", "spec": ["
 ESCAPES = "\x1b[2J\x1b[H\x1b]0;pwned-title\x07\x9b5A\x07\x00\x08"
 
 
-def run_silu(in_features):  # noqa: ANN001, ANN201
+def run_silu(in_features):
     print(ESCAPES + "printed by the submission")
     raise RuntimeError(ESCAPES + "lmspec-escape-marker")
