@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, Phase, settings
 
 from lmspec import ROOT
 from lmspec.conformance import options, profiles, report
-from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet
+from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, folder_problem
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.remote import RemoteFunction
+from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
 
 # --- Hypothesis profiles ----------------------------------------------------
@@ -61,6 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "reported per item, never scored)",
     )
     workerinput = getattr(config, "workerinput", None)
+    given_fixtures = config.getoption("fixtures")
+    problem = folder_problem(given_fixtures) if given_fixtures else None
+    if problem is not None:
+        raise pytest.UsageError(problem.replace("--fixtures ", "--fixtures-dir ", 1))
     if workerinput is not None:
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).
@@ -215,7 +220,7 @@ class _Fixtures:
         except FixtureMissing as exc:
             if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
                 pytest.fail(f"{exc}; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
-            pytest.skip(str(exc))
+            pytest.skip(f"{NOT_CHECKED_PREFIX} {exc}")
         raise AssertionError("unreachable")
 
 

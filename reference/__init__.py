@@ -22,9 +22,11 @@ CHECKED: tuple[str, ...] = tuple(
     f"{__name__}.{name}"
     for name in (
         "nn",
+        "gpt2",
         "generation",
         "accounting",
         "adapter",
+        "encdec",
         "plotting",
         "training.loss",
         "training.optimizer",

@@ -1,6 +1,6 @@
 """Command line: ``python -m reference train-bpe | encode | train | generate``.
 
-End to end (docs/walkthrough.md has a measured example)::
+End to end (README.md, "Train a tiny language model end to end", has a measured run)::
 
     python -m reference train-bpe corpus.txt --vocab-size 2000 --out-dir tok
     python -m reference encode corpus.txt --tokenizer tok --output data/train.npy \\
@@ -60,12 +60,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage dump) raised as UsageError."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; return the exit status (0 ok, 2 bad input, 130 interrupted)."""
-    parser = _build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Run one subcommand; return the exit status (0 ok, 2 bad input, 130 interrupted).
+    ``prog``: the program name the user typed (``lmspec`` from the lmspec command)."""
+    parser = _build_parser(prog)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -103,9 +104,9 @@ def _fail(exc: BaseException) -> int:
 # --- parser ------------------------------------------------------------------------
 
 
-def _build_parser() -> _Parser:
+def _build_parser(prog: str = PROG) -> _Parser:
     parser = _Parser(
-        prog=PROG,
+        prog=prog,
         description="lmspec reference: train a BPE tokenizer, encode text, train and sample a "
         "Transformer LM (SPEC §1, §3, §4).",
     )
@@ -406,15 +407,25 @@ def _run_train_bpe(args: argparse.Namespace) -> int:
 
     specials = _special_tokens(args)
     _require_file(args.input, "input")
+    if args.input.stat().st_size == 0:
+        raise UsageError(f"input {str(args.input)!r} is empty: there is nothing to train a tokenizer on")
     started = time.perf_counter()
     vocab, merges = train_bpe(
         args.input,
         args.vocab_size,
         specials,
         num_workers=args.workers,
-        progress=not args.no_progress,
+        progress=_bars(args),
+        on_phase=_phase_lines(args, "train-bpe"),
     )
     seconds = time.perf_counter() - started
+    asked = args.vocab_size - 256 - len(specials)
+    if len(merges) < asked:
+        print(
+            f"warning: made {len(merges):,} of the {asked:,} merges asked for (--vocab-size {args.vocab_size:,}): "
+            f"{args.input} has no more pairs of tokens to merge; the vocabulary has {len(vocab):,} tokens",
+            file=sys.stderr,
+        )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     vocab_path, merges_path = args.out_dir / "vocab.json", args.out_dir / "merges.txt"
     Tokenizer(vocab, merges, specials).save(vocab_path, merges_path)
@@ -458,7 +469,7 @@ def _run_encode(args: argparse.Namespace) -> int:
         os.close(fd)
         target = Path(tmp)
     try:
-        stats = encode_file(tokenizer, args.input, target, progress=not args.no_progress)
+        stats = encode_file(tokenizer, args.input, target, progress=_bars(args))
         print(
             f"encoded {stats.bytes_read:,} bytes -> {stats.tokens:,} tokens ({stats.dtype}) in "
             f"{stats.seconds:.2f} s: {stats.megabytes_per_second:.2f} MB/s, "
@@ -533,7 +544,7 @@ def _run_train(args: argparse.Namespace) -> int:
         return 0
     from lmspec.reference.training.loop import train
 
-    progress = not args.no_progress
+    progress = _bars(args)
     print(
         f"training {_describe_model(config)} on {config.train_data} "
         f"for {config.steps:,} steps of {config.batch_size}x{config.model.context_length} tokens "
@@ -631,6 +642,18 @@ def _run_generate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _bars(args: argparse.Namespace) -> bool:
+    """Progress bars only on a terminal: in a log file their frames pile up."""
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _phase_lines(args: argparse.Namespace, command: str) -> Callable[[str], None] | None:
+    """One line per phase on stderr where there are no bars (not a terminal)."""
+    if args.no_progress or sys.stderr.isatty():
+        return None
+    return lambda phase: print(f"{command}: {phase}", file=sys.stderr, flush=True)
 
 
 def _require_file(path: Path, what: str) -> None:

@@ -121,6 +121,7 @@ def _prepare(name: str, case: Path, port: int) -> Path:
         code = evil + "\n" + once + '    evil("pth")\n'
         _hook_wheel(repo / "dist" / "hook_pth-0.1-py3-none-any.whl", code)
     if template == "adapter_link":
+        (repo / "submission" / "tests").mkdir(parents=True, exist_ok=True)  # git keeps no empty folder
         (repo / "submission" / "tests" / "adapters.py").symlink_to(repo / "solution" / "tests" / "adapters.py")
     if template == "parse_bombs":
         depth = 5000

@@ -1,6 +1,6 @@
-"""The end-to-end smoke run (tools/smoke.py) as a test.
+"""The end-to-end smoke run (tools/smoke/, profile cs336) as a test.
 
-The meaningful assertions live in tools/smoke.py, which exits non-zero when one
+The meaningful assertions live in tools/smoke/cs336.py, which exits non-zero when one
 fails; here the run happens in a fresh process, as `nox -s smoke` runs it, and
 its summary.json is read back and the key claims are checked again.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lmspec.tools import smoke
+from lmspec.tools.smoke import cs336, harness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,12 +39,12 @@ def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0 and summary["ok"] and not failed, f"{failed}\n{output}"
 
     # the claims, re-checked from the numbers
-    assert summary["val_loss"] < summary["unigram_val_loss"] - smoke.BEAT_UNIGRAM_BY
+    assert summary["val_loss"] < summary["unigram_val_loss"] - cs336.BEAT_UNIGRAM_BY
     assert summary["unigram_val_loss"] < summary["uniform_loss"]
-    assert summary["val_loss"] < summary["uniform_loss"] - smoke.BEAT_UNIFORM_BY
+    assert summary["val_loss"] < summary["uniform_loss"] - cs336.BEAT_UNIFORM_BY
     assert summary["initial_val_loss"] > summary["uniform_loss"] - 0.5  # untrained ≈ ln V
     assert summary["resume_bit_identical"] is True
-    assert summary["overfit_loss"] < smoke.OVERFIT["target"]
+    assert summary["overfit_loss"] < cs336.OVERFIT["target"]
     assert isinstance(summary["sample"], str) and summary["sample"].startswith("The ")
     stages = {"train-bpe", "encode", "train", "resume (new process)", "generate"}
     assert stages <= set(summary["times"]), summary["times"]
@@ -57,9 +58,9 @@ def test_smoke_reports_a_failed_stage(
     """A stage that cannot run fails the smoke run with status 1 and names the check."""
 
     def no_corpus(path: Path) -> str:
-        raise smoke.SmokeFailure(f"cannot write the corpus to {path}")
+        raise harness.SmokeFailure(f"cannot write the corpus to {path}")
 
-    monkeypatch.setattr(smoke, "write_corpus", no_corpus)
+    monkeypatch.setattr(cs336, "write_corpus", no_corpus)
     status = smoke.main(["--out", str(tmp_path / "out")])
     captured = capsys.readouterr()
     assert status == 1
@@ -67,3 +68,12 @@ def test_smoke_reports_a_failed_stage(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["ok"] is False
     assert "cannot write the corpus" in summary["checks"][-1]["detail"]
+
+
+def test_smoke_profiles_are_the_package_modules(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--profile` picks a module of tools/smoke/ (cs336 by default); the harness is not one."""
+    assert smoke.PROFILES[0] == "cs336" and not set(smoke.PROFILES) & smoke.SHARED
+    assert smoke.build_parser().parse_args([]).profile == "cs336"
+    with pytest.raises(SystemExit):
+        smoke.main(["--profile", "harness"])
+    assert "invalid choice" in capsys.readouterr().err

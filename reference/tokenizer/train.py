@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from pathlib import Path
 
@@ -63,6 +63,7 @@ def train_bpe(
     *,
     num_workers: int | None = None,
     progress: bool | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file (SPEC §1.2).
 
@@ -72,6 +73,7 @@ def train_bpe(
         num_workers: most worker processes for pre-token counting (default: CPU
             count); files under ``PARALLEL_MIN_BYTES`` are counted in-process.
         progress: tqdm bars; default on for inputs of ``PROGRESS_MIN_BYTES`` or more.
+        on_phase: called with a line as each phase starts (pre-tokenize, merges).
 
     Raises:
         ValueError: ``vocab_size`` below 256 + number of special tokens, or the
@@ -85,7 +87,11 @@ def train_bpe(
         raise FileNotFoundError(f"train_bpe: input file {str(path)!r} does not exist or is not a file")
     if progress is None:
         progress = path.stat().st_size >= PROGRESS_MIN_BYTES
+    if on_phase is not None:
+        on_phase(f"pre-tokenizing {path} ({path.stat().st_size:,} bytes)")
     counts = count_file_pretokens(path, specials, num_workers=num_workers, progress=progress)
+    if on_phase is not None:
+        on_phase(f"merging: up to {vocab_size - 256 - len(specials):,} merges over {len(counts):,} distinct pre-tokens")
     return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
 
 

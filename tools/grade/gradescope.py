@@ -63,6 +63,10 @@ class InvalidGradescope(ValueError):
     """A Gradescope results document that breaks the documented format."""
 
 
+def _items(n: int) -> str:
+    return f"{n} item{'' if n == 1 else 's'}"
+
+
 def _pts(x: float) -> str:
     value = _num(x)
     return str(value) if isinstance(value, int) else f"{value:.1f}"
@@ -190,11 +194,14 @@ def build(report: GradeReport, points: PointsTable | None = None) -> dict[str, A
                 "visibility": points.visibility_of(item.id),
             }
         )
+    findings = report.strict_finding_count()
     summary = [
-        f"lmspec: {_pts(report.score)}/{_pts(report.max_score)} ({report.percent:.1f}%)",
+        f"lmspec: {report.score_line()}",
         f"extended (optional): {_pts(report.extended_score)}/{_pts(report.extended_max_score)}",
-        f"STRICT findings (not scored): {len(strict_items)}",
+        f"STRICT findings (not scored): {findings}" + (f" (in {_items(len(strict_items))})" if findings else ""),
         f"from-scratch audit: {report.audit_status}",
+        report.tests_line(),
+        f"verdict: {report.verdict_line()}",
     ]
     if report.error:
         summary.insert(0, f"ERROR: {report.error}")

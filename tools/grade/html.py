@@ -42,6 +42,7 @@ STYLE = " ".join(
         ".status{font-weight:600;white-space:nowrap} .pass,.passed,.clean,.ok{color:#17803d}",
         ".fail,.failed,.findings{color:#c62828} .error,.timeout{color:#b71c1c}",
         ".not-implemented,.not_implemented{color:#8e24aa} .not-provided,.skipped,.muted{color:#777}",
+        ".incomplete,.not_checked{color:#00838f}",
         ".cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}",
         ".card{border:1px solid #ddd;border-radius:6px;padding:.5em .9em;min-width:8em}",
         ".card .label{font-size:.8em;color:#666;text-transform:uppercase}",
@@ -119,9 +120,9 @@ def _strict_cell(item: dict[str, Any]) -> tuple[str, str]:
     strict = item.get("strict")
     if not strict or strict.get("status") in ("not implemented", "not provided"):
         return "-", "muted"
-    if strict.get("status") in ("pass", "skipped"):
-        return "ok", "ok"
     bad = sum(t.get("outcome") in ("failed", "error", "timeout") for t in strict.get("tests") or [])
+    if not bad:
+        return "ok", "ok"
     return f"{bad} finding{'s' if bad != 1 else ''}", "fail"
 
 
@@ -263,7 +264,7 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
     origin = impl.get("adapter") or impl.get("origin")
     body = [f"<header><h1>lmspec grade: {esc(name)}</h1><p><code>{esc(origin)}</code>"]
     body.append(f" graded {esc(data.get('started'))}, sandbox {esc(data.get('sandbox'))}</p></header>")
-    verdict = "PASS" if data.get("passed") else "FAIL"
+    verdict = data.get("verdict") or ("PASS" if data.get("passed") else "FAIL")
     body.append('<section id="summary" class="cards">')
     body.append(card("score", f"{pts(data.get('score'))}/{pts(data.get('max_score'))}", "score"))
     body.append(card("percent", f"{float(data.get('percent') or 0):.1f}%", "percent"))
@@ -271,7 +272,9 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
         body.append(
             card("extended", f"{pts(data.get('extended_score'))}/{pts(data.get('extended_max_score'))}", "extended")
         )
-    body.append(card("verdict", verdict, "verdict", "pass" if data.get("passed") else "fail"))
+    if data.get("incomplete"):
+        body.append(card("not checked", f"{pts(data.get('not_checked_points'))} points", "not-checked", "incomplete"))
+    body.append(card("verdict", verdict, "verdict", verdict.lower() if verdict != "FAIL" else "fail"))
     body.append(card("STRICT findings", data.get("strict_findings", 0), "strict-findings"))
     body.append(card("audit", data.get("audit_status"), "audit", status_class(data.get("audit_status"))))
     body.append(card("time", f"{float(data.get('duration_s') or 0):.1f} s", "duration"))

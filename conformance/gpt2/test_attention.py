@@ -1,0 +1,133 @@
+"""SPEC §6.1 MultiHeadAttention against float64
+``F.scaled_dot_product_attention(is_causal=True)`` with the book's weights."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lmspec.conformance.asserts import assert_close, assert_shape
+from lmspec.conformance.gpt2 import oracles as o
+from lmspec.conformance.gpt2 import strategies as sg
+from lmspec.conformance.tolerances import Tolerance
+
+TOL = Tolerance(5e-5, 5e-5, "four float32 linears and a softmax vs float64")
+strict = pytest.mark.strict
+
+
+def _call(fn, case, dropout=0.1, train=False, seed=None, x=None, weights=None):
+    x = case.x if x is None else x
+    return fn(
+        d_in=case.d_in,
+        d_out=case.d_out,
+        context_length=case.context,
+        dropout=dropout,
+        num_heads=case.heads,
+        qkv_bias=case.qkv_bias,
+        weights=case.weights if weights is None else weights,
+        in_features=x,
+        train=train,
+        seed=seed,
+    )
+
+
+def _check(fn, case):
+    __tracebackhide__ = True
+    out = _call(fn, case)
+    x, w, h = case.x, case.weights, case.heads
+    assert_shape(out, (*x.shape[:-1], case.d_out), rule="MultiHeadAttention output is (batch, tokens, d_out)")
+    hints = [
+        (
+            "heads split interleaved (columns h, h+H, ...) instead of contiguous blocks",
+            lambda: o.mha_interleaved(x, w, h),
+        ),
+        ("no causal mask (every position sees the future)", lambda: o.mha(x, w, h, causal=False)),
+        ("mask diagonal off by one: triu(diagonal=0) hides each position from itself", lambda: o.mha_mask(x, w, h, 0)),
+        (
+            "mask diagonal off by one: triu(diagonal=2) lets each position see the next one",
+            lambda: o.mha_mask(x, w, h, 2),
+        ),
+    ]
+    assert_close(
+        out,
+        o.mha(x, w, h),
+        TOL,
+        rule="causal MHA: contiguous heads, softmax(QKᵀ/sqrt(head_dim)) with j ≤ i, out_proj with bias (eval mode)",
+        hints=hints,
+        context=f"x{tuple(x.shape)}, d_in {case.d_in}, d_out {case.d_out}, heads {h}, qkv_bias {case.qkv_bias}",
+    )
+
+
+@pytest.mark.spec("gpt2.mha")
+@given(case=sg.mha_cases(square=True))
+def test_mha_matches_float64(gpt2_mha, case):
+    """The book's attention with d_in = d_out (as in the model), dropout 0.1, eval mode."""
+    _check(gpt2_mha, case)
+
+
+@pytest.mark.spec("gpt2.mha")
+@given(case=sg.mha_cases(square=False))
+def test_mha_d_in_differs_from_d_out(gpt2_mha, case):
+    """``d_in ≠ d_out`` works (the book's chapter 3 examples use d_in 3, d_out 2)."""
+    _check(gpt2_mha, case)
+
+
+@pytest.mark.spec("gpt2.mha")
+@given(case=sg.mha_cases(), data=st.data())
+def test_mha_is_causal(gpt2_mha, case, data):
+    """Changing the inputs after position i leaves the outputs up to i unchanged."""
+    tokens = case.x.shape[-2]
+    i = data.draw(st.integers(0, tokens - 1), label="i")
+    changed = case.x.clone()
+    changed[:, i + 1 :] = changed[:, i + 1 :] * -2.0 + 1.0
+    a = _call(gpt2_mha, case)[:, : i + 1]
+    b = _call(gpt2_mha, case, x=changed)[:, : i + 1]
+    assert_close(b, a, Tolerance(1e-6, 1e-6), rule=f"position ≤ {i} must not see later positions", context=f"i={i}")
+
+
+@pytest.mark.spec("gpt2.mha")
+def test_mha_dropout_acts_on_attention_weights(gpt2_mha):
+    """In training mode with dropout p, the first position attends to itself
+    alone: each head's context there is 0 (weight dropped) or v₀/(1−p)
+    (kept, rescaled). With out_proj the identity the output shows it, head by
+    head, and both cases occur over 64 rows."""
+    g = sg.generator(5)
+    d, heads, p = 8, 2, 0.5
+    w = o.mha_weights(g, d, d, False)
+    w["out_proj.weight"], w["out_proj.bias"] = torch.eye(d), torch.zeros(d)
+    x = sg.randn(g, 1, 3, d).expand(64, 3, d).contiguous()
+    case = sg.MHACase(d, d, heads, 6, False, x, w)
+    out = _call(gpt2_mha, case, dropout=p, train=True, seed=11)[:, 0].to(torch.float64)
+    v0 = o.linear(x[0, 0], w, "W_value.").reshape(heads, d // heads)
+    blocks = out.reshape(64, heads, d // heads)
+    dropped = blocks.abs().amax(-1) < 1e-6
+    kept = (blocks - v0 / (1 - p)).abs().amax(-1) < 1e-4
+    bad = ~(dropped | kept)
+    assert not bool(bad.any()), (
+        "dropout on the attention weights: at position 0 every head's context must be 0 or v₀/(1−p); "
+        f"row {int(bad.any(-1).nonzero()[0])} has {blocks[bad.any(-1)][0].tolist()} "
+        f"(v₀/(1−p) = {(v0 / (1 - p)).tolist()})"
+    )
+    assert bool(dropped.any()) and bool(kept.any()), (
+        f"training mode with dropout {p}: over 64 rows, {int(dropped.sum())} head contexts dropped and "
+        f"{int(kept.sum())} kept; both must occur (is dropout applied to the attention weights?)"
+    )
+
+
+@pytest.mark.spec("gpt2.mha")
+@strict
+@given(case=sg.mha_cases(batch=(1, 1)))
+def test_mha_any_leading_dims(gpt2_mha, case):
+    """STRICT: a (tokens, d_in) input without a batch axis."""
+    out = _call(gpt2_mha, case, x=case.x[0])
+    assert_close(out, o.mha(case.x[0], case.weights, case.heads), TOL, rule="MHA on a 2-D input")
+
+
+@pytest.mark.spec("gpt2.mha")
+@strict
+def test_mha_longer_than_context_raises(gpt2_mha):
+    """STRICT: more tokens than context_length is an error, not a silent result."""
+    g = sg.generator(3)
+    case = sg.MHACase(8, 8, 2, 4, False, sg.randn(g, 1, 6, 8), o.mha_weights(g, 8, 8, False))
+    with pytest.raises(Exception):  # noqa: B017  any clear error
+        _call(gpt2_mha, case)

@@ -1,0 +1,88 @@
+"""SPEC §6.1 GPTDatasetV1 and create_dataloader_v1 against tiktoken's GPT-2
+encoding built offline from the fixture vocabulary (the worker gets the same
+encoding under ``tiktoken.get_encoding("gpt2")``)."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lmspec.conformance.asserts import assert_equal
+from lmspec.conformance.gpt2 import oracles as o
+
+TEXT = (
+    "Once upon a time, there was a little robot named Bo. Bo liked to count the stars.<|endoftext|>"
+    'One day, a cat said: "Why do you count them?" Bo smiled. "Because each one is new," he said. '
+    "They counted 1, 2, 3 stars together until the sun came up."
+)
+
+
+@pytest.fixture(scope="module")
+def encoding(fixtures_dir):
+    return o.gpt2_encoding(fixtures_dir / "gpt2_vocab.json")
+
+
+def _ids(encoding, text=TEXT):
+    return encoding.encode(text, allowed_special={o.END_OF_TEXT})
+
+
+@pytest.mark.spec("gpt2.dataset")
+@given(max_length=st.integers(2, 16), stride=st.integers(1, 20))
+def test_dataset_windows(gpt2_dataset, encoding, max_length, stride):
+    """Windows start at 0, stride, … while start + max_length < len(ids); targets are inputs shifted by one."""
+    ids = _ids(encoding)
+    inputs, targets = o.windows(ids, max_length, stride)
+    got = gpt2_dataset(txt=TEXT, max_length=max_length, stride=stride)
+    n = len(got["inputs"])
+    hints = []
+    for label, (ins, _) in (
+        ("windows stop one early (start + max_length + 1 < len)", o.windows(ids[:-1], max_length, stride)),
+        (
+            "one window too many (start + max_length ≤ len)",
+            ([ids[s : s + max_length] for s in range(0, len(ids) - max_length + 1, stride)], None),
+        ),
+    ):
+        if [list(map(int, x)) for x in got["inputs"]] == ins and ins != inputs:
+            hints.append(label)
+    rule = f"{len(inputs)} windows of {max_length} ids every {stride} ids" + "".join(
+        f"; likely cause: {h}" for h in hints
+    )
+    assert_equal(n, len(inputs), rule=rule, context=f"{len(ids)} ids")
+    assert_equal(got["inputs"], inputs, rule="input windows ids[s : s+max_length]")
+    shifted = [ids[s : s + max_length] for s in range(0, len(ids) - max_length, stride)]
+    hint = "; likely cause: targets not shifted by one" if got["targets"] == shifted else ""
+    assert_equal(got["targets"], targets, rule="target windows ids[s+1 : s+max_length+1]" + hint)
+
+
+@pytest.mark.spec("gpt2.dataset")
+def test_dataset_encodes_end_of_text(gpt2_dataset, encoding):
+    """The text is GPT-2-encoded with ``<|endoftext|>`` allowed (id 50256)."""
+    got = gpt2_dataset(txt=TEXT, max_length=4, stride=4)
+    flat = [t for w in got["inputs"] for t in w]
+    assert 50256 in flat, "<|endoftext|> must encode to its id 50256 (allowed_special)"
+    assert_equal(flat, _ids(encoding)[: len(flat)], rule="GPT-2 token ids of the text")
+
+
+@pytest.mark.spec("gpt2.dataset")
+@given(batch=st.integers(1, 4), max_length=st.integers(2, 8), stride=st.integers(1, 8), drop_last=st.booleans())
+def test_dataloader_batches_in_order(gpt2_dataloader, encoding, batch, max_length, stride, drop_last):
+    """shuffle=False: consecutive windows in batches of batch_size, the last short one kept unless drop_last."""
+    inputs, targets = o.windows(_ids(encoding), max_length, stride)
+    stop = len(inputs) - len(inputs) % batch if drop_last else len(inputs)
+    expected = [[inputs[i : i + batch], targets[i : i + batch]] for i in range(0, stop, batch)]
+    got = gpt2_dataloader(
+        txt=TEXT, batch_size=batch, max_length=max_length, stride=stride, shuffle=False, drop_last=drop_last
+    )
+    assert_equal(got, expected, rule=f"batches of {batch}, drop_last {drop_last}")
+
+
+@pytest.mark.spec("gpt2.dataset")
+def test_dataloader_shuffle_permutes_windows(gpt2_dataloader, encoding):
+    """shuffle=True: the same windows, each once, in another order."""
+    inputs, targets = o.windows(_ids(encoding), 6, 3)
+    got = gpt2_dataloader(txt=TEXT, batch_size=2, max_length=6, stride=3, shuffle=True, drop_last=False, seed=4)
+    pairs = sorted((tuple(x), tuple(y)) for b in got for x, y in zip(b[0], b[1], strict=True))
+    assert_equal(
+        pairs,
+        sorted(zip(map(tuple, inputs), map(tuple, targets), strict=True)),
+        rule="shuffled windows are the windows",
+    )

@@ -1,0 +1,129 @@
+"""SPEC §6.1 TransformerBlock and GPTModel against a float64 forward pass
+of the book's weights (oracles.model)."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
+from lmspec.conformance.gpt2 import oracles as o
+from lmspec.conformance.gpt2 import strategies as sg
+from lmspec.conformance.tolerances import Tolerance
+
+TOL = Tolerance(2e-4, 2e-4, "float32 layers vs float64, two blocks")
+strict = pytest.mark.strict
+
+
+@pytest.mark.spec("gpt2.block")
+@given(case=sg.model_cases(layers=(1, 1)))
+def test_block_matches_float64(gpt2_block, case):
+    """``x + att(norm1(x))`` then ``x + ff(norm2(x))`` (eval mode, drop_rate 0.1)."""
+    c = case.cfg
+    g = sg.generator(int(case.ids.sum()))
+    w = o.block_weights(g, c)
+    x = sg.randn(g, case.ids.shape[0], case.ids.shape[1], c["emb_dim"])
+    out = gpt2_block(cfg=c, weights=w, in_features=x)
+    assert_shape(out, x.shape, rule="TransformerBlock keeps (batch, tokens, emb_dim)")
+    assert_close(
+        out, o.block(x, w, c["n_heads"]), TOL, rule="pre-norm block with shortcuts", context=f"x{tuple(x.shape)}"
+    )
+
+
+@pytest.mark.spec("gpt2.block")
+def test_block_drop_rate_zero_is_identity_in_training(gpt2_block):
+    """With drop_rate 0, training mode gives the eval output."""
+    c = o.cfg(drop=0.0)
+    g = sg.generator(8)
+    w = o.block_weights(g, c)
+    x = sg.randn(g, 2, 5, c["emb_dim"])
+    out = gpt2_block(cfg=c, weights=w, in_features=x, train=True, seed=1)
+    assert_close(out, o.block(x, w, c["n_heads"]), TOL, rule="drop_rate 0 in training mode")
+
+
+def _model_hints(case):
+    ids, w, c = case.ids, case.weights, case.cfg
+    t = ids.shape[-1]
+    hints = [
+        (
+            "position ids not arange(tokens) (reversed)",
+            lambda: o.model(ids, w, c, positions=torch.arange(t).flip(0)),
+        )
+    ]
+    if t < c["context_length"]:
+        hints.append(
+            ("position ids start at 1 instead of 0", lambda: o.model(ids, w, c, positions=torch.arange(1, t + 1)))
+        )
+    return hints
+
+
+@pytest.mark.spec("gpt2.model")
+@given(case=sg.model_cases())
+def test_model_logits_match_float64(gpt2_model, case):
+    """``tok_emb(ids) + pos_emb(arange)`` → blocks → final_norm → out_head, eval mode (drop_rate 0.1)."""
+    out = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids)
+    assert_shape(out, (*case.ids.shape, case.cfg["vocab_size"]), rule="logits are (batch, tokens, vocab_size)")
+    assert_close(
+        out,
+        o.model(case.ids, case.weights, case.cfg),
+        TOL,
+        rule="GPTModel logits (float32 vs float64)",
+        hints=_model_hints(case),
+        context=f"ids{tuple(case.ids.shape)}, cfg {case.cfg}",
+    )
+
+
+@pytest.mark.spec("gpt2.model")
+@given(case=sg.model_cases(batch=(1, 2)), data=st.data())
+def test_model_prefix_gives_prefix_logits(gpt2_model, case, data):
+    """In eval mode the logits of a prefix are the prefix of the logits (causality end to end)."""
+    t = case.ids.shape[-1]
+    k = data.draw(st.integers(1, t), label="prefix")
+    whole = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids)
+    part = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids[:, :k])
+    assert_close(
+        part, whole[:, :k], Tolerance(1e-5, 1e-5), rule=f"the first {k} tokens' logits do not depend on later ones"
+    )
+
+
+@pytest.mark.spec("gpt2.model")
+def test_model_eval_is_deterministic(gpt2_model):
+    """With drop_rate 0.5, two eval forward passes agree with each other and with the dropout-free oracle."""
+    case = sg.fixed_model(3, drop=0.5)
+    a = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids, seed=1)
+    b = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids, seed=2)
+    assert_close(a, b, Tolerance(0, 0), rule="eval mode is deterministic (dropout off)")
+    assert_close(a, o.model(case.ids, case.weights, case.cfg), TOL, rule="eval mode: dropout is the identity")
+
+
+@pytest.mark.spec("gpt2.model")
+def test_model_drop_rate_zero_is_identity_in_training(gpt2_model):
+    """With drop_rate 0, training mode gives the eval logits."""
+    case = sg.fixed_model(4, drop=0.0)
+    out = gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=case.ids, train=True, seed=3)
+    assert_close(out, o.model(case.ids, case.weights, case.cfg), TOL, rule="drop_rate 0 in training mode")
+
+
+@pytest.mark.spec("gpt2.model")
+def test_model_has_the_books_weights_untied(gpt2_model_info):
+    """The model's parameters are the book's keys and shapes; out_head has no
+    bias and its own weight (tied only by loading); LayerNorms start at scale 1, shift 0."""
+    case = sg.fixed_model(0, qkv_bias=True)
+    info = gpt2_model_info(cfg=case.cfg)
+    expected = {k: list(v.shape) for k, v in case.weights.items()}
+    assert_equal(sorted(info["shapes"]), sorted(expected), rule="parameter names are the book's state-dict keys")
+    assert_equal(info["shapes"], expected, rule="parameter shapes are the book's")
+    assert not info["tied"], "out_head.weight is tok_emb.weight: the head is tied at construction (SPEC §6.1: not tied)"
+    for key, (lo, hi) in info["layernorm_init"].items():
+        want = 1.0 if key.endswith("scale") else 0.0
+        assert lo == hi == want, f"{key} starts in [{lo}, {hi}], expected all {want}"
+
+
+@pytest.mark.spec("gpt2.model")
+@strict
+def test_model_longer_than_context_raises(gpt2_model):
+    """STRICT: more ids than context_length is a clear error."""
+    case = sg.fixed_model(5)
+    ids = torch.zeros(1, case.cfg["context_length"] + 2, dtype=torch.long)
+    with pytest.raises(Exception):  # noqa: B017
+        gpt2_model(cfg=case.cfg, weights=case.weights, in_idx=ids)
