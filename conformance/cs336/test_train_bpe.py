@@ -49,6 +49,7 @@ def train(run_train_bpe, folder: Path, text: str, vocab_size: int, special_token
 #: than its pairs allow, so the stopping test is exercised).
 SECOND_INPUT_CHARS = 3000
 SECOND_INPUT_MERGES = 24
+_SECOND_CAUSES: dict[tuple, list[str] | None] = {}
 
 
 def check_merges(
@@ -63,11 +64,21 @@ def check_merges(
         return
 
     def second_input_causes() -> list[str]:
-        second_text = sample_training_text()[:SECOND_INPUT_CHARS]
-        second_size = 256 + len(special_tokens) + SECOND_INPUT_MERGES
-        _, second_merges = train(run_train_bpe, corpus_dir, second_text, second_size, special_tokens)
-        second = bpe_replay.merge_mismatch(second_merges, second_text, second_size, special_tokens)
-        return [] if second is None else second.causes
+        # Once per trainer and special tokens: Hypothesis calls a failing test again while it shrinks.
+        key = (id(getattr(run_train_bpe, "__wrapped__", run_train_bpe)), tuple(special_tokens))
+        if key not in _SECOND_CAUSES:
+            second_text = sample_training_text()[:SECOND_INPUT_CHARS]
+            second_size = 256 + len(special_tokens) + SECOND_INPUT_MERGES
+            try:
+                _, second_merges = train(run_train_bpe, corpus_dir, second_text, second_size, special_tokens)
+                second = bpe_replay.merge_mismatch(second_merges, second_text, second_size, special_tokens)
+                _SECOND_CAUSES[key] = [] if second is None else second.causes
+            except Exception:
+                _SECOND_CAUSES[key] = None
+        causes = _SECOND_CAUSES[key]
+        if causes is None:
+            raise RuntimeError("the implementation fails on the second input")
+        return causes
 
     confirmed = hints.confirmed(mismatch.causes, second_input_causes)
     raise AssertionError(
