@@ -15,6 +15,7 @@ TOL = Tolerance(2e-4, 2e-4, "float32 layers vs float64, two blocks")
 strict = pytest.mark.strict
 
 
+@sg.budget(6)
 @pytest.mark.spec("gpt2.block")
 @given(case=sg.model_cases(layers=(1, 1)))
 def test_block_matches_float64(gpt2_block, case):
@@ -57,6 +58,7 @@ def _model_hints(case):
     return hints
 
 
+@sg.budget(8)
 @pytest.mark.spec("gpt2.model")
 @given(case=sg.model_cases())
 def test_model_logits_match_float64(gpt2_model, case):
@@ -73,6 +75,7 @@ def test_model_logits_match_float64(gpt2_model, case):
     )
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.model")
 @given(case=sg.model_cases(batch=(1, 2)), data=st.data())
 def test_model_prefix_gives_prefix_logits(gpt2_model, case, data):

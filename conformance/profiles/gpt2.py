@@ -13,8 +13,8 @@ names are mapped by a small file that imports them under the book's names::
     from my_gpt import *  # noqa: F403  the names already spelled as in the book
 
 and, when its submodules are named differently from the book's state-dict
-keys, a function ``lmspec_map_weights(weights) -> dict`` that renames the
-keys. The functions are lmspec's (the book has no adapter interface): every
+keys, a function ``lmspec_map_weights(weights, module) -> dict`` that renames
+the keys for ``module`` (the reader's freshly built class being loaded). The functions are lmspec's (the book has no adapter interface): every
 argument goes by keyword.
 
 Extended: ``get_lr_and_clip(global_step, initial_lr, peak_lr, min_lr,

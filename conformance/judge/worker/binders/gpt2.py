@@ -11,8 +11,9 @@ training mode, after ``torch.manual_seed(seed)`` when it gives a seed.
 
 Renamed names: the graded file may import them under the book's names
 (``from mymodel import MyGPT as GPTModel``); a module whose submodules are
-named differently from the book's may define ``lmspec_map_weights(weights)``
-returning the state dict its classes expect.
+named differently from the book's may define
+``lmspec_map_weights(weights, module)`` returning the state dict ``module``
+(the reader's freshly built module) expects.
 
 ``prepare`` makes ``tiktoken.get_encoding("gpt2")`` work without a network,
 from the GPT-2 vocabulary and merges the judge hands in (the profile's
@@ -106,7 +107,7 @@ def _load(module: torch.nn.Module, weights: Mapping[str, Any] | None, mapper: Ca
         return module
     weights = dict(weights)
     if mapper is not None:
-        weights = dict(mapper(weights))
+        weights = dict(mapper(weights, module))
     params = {name for name, _ in module.named_parameters()}
     unexpected = sorted(set(weights) - set(module.state_dict()))
     missing = sorted(params - set(weights))
