@@ -202,17 +202,20 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         gpt = model(cfg, weights)
         return _run(gpt, train, seed, lambda: gpt(in_idx))
 
-    def gpt2_model_info(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def gpt2_model_info(cfg: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, Any]:
         gpt = names["GPTModel"](_cfg(cfg))
         params = dict(gpt.named_parameters())
         head = getattr(gpt, "out_head", None)
         emb = getattr(gpt, "tok_emb", None)
-        tied = bool(
-            head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr()
-        )  # the same storage: a shared weight
+        # the same storage: a weight shared at construction
+        tied = bool(head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr())
+        try:
+            _load(gpt, weights, mapper)
+            problem = None
+        except WeightsMismatch as exc:
+            problem = str(exc)
         return {
-            "shapes": {k: list(v.shape) for k, v in params.items()},
-            "state_dict": sorted(gpt.state_dict()),
+            "weights_problem": problem,
             "tied": tied,
             "layernorm_init": {
                 k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))
