@@ -209,18 +209,13 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         emb = getattr(gpt, "tok_emb", None)
         # the same storage: a weight shared at construction
         tied = bool(head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr())
+        init = {k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))}
         try:
             _load(gpt, weights, mapper)
             problem = None
         except WeightsMismatch as exc:
             problem = str(exc)
-        return {
-            "weights_problem": problem,
-            "tied": tied,
-            "layernorm_init": {
-                k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))
-            },
-        }
+        return {"weights_problem": problem, "tied": tied, "layernorm_init": init}
 
     def gpt2_count_parameters(cfg: Mapping[str, Any]) -> list[int]:
         try:
