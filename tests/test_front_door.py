@@ -265,7 +265,9 @@ def test_counts_are_one_concept_each_everywhere(tmp_path: Path) -> None:
         _record("test_rope", "2.rope", "failed", message="AssertionError: wrong"),
     ]
     report = _report(records)
-    assert report.tests_line() == "tests: 7 (3 scored, 4 STRICT): 2 passed, 4 failed (1 errors), 1 skipped"
+    assert report.tests_line() == (
+        "tests: 7 (3 scored, 4 STRICT): 2 passed, 4 failed (1 errors, 3 of them STRICT), 1 skipped"
+    )
     assert report.strict_finding_count() == 3 and len(report.strict_findings()) == 2
     table = render_table(report, width=150)
     assert "2 findings" in table and "1 finding" in table
