@@ -1,7 +1,7 @@
 """The judge's per-test report (``--lmspec-report PATH``), read by the grader.
 
 Each test gets one record, in the suite's order: its spec item and strength, an Outcome
-(conformance/judge/outcomes.py), its message and a one-line summary. The message
+(conformance/outcomes.py), its message and a one-line summary. The message
 is the first real failure: of a Hypothesis group of distinct failures, the
 first one, with its falsifying example; the summary is its first line plus
 the "likely cause" line when the failure names one. Run-level facts come from

@@ -25,6 +25,7 @@ from typing import Any
 
 from lmspec import ROOT
 from lmspec.conformance import options, profiles
+from lmspec.conformance.plain import plain_data
 from lmspec.conformance.target import Target
 
 LOG_CAP = 2_000_000
@@ -196,7 +197,7 @@ def run_judge(
     data = None
     if report.is_file():
         try:
-            data = json.loads(report.read_text())
+            data = plain_data(json.loads(report.read_text()))
         except ValueError:
             data = None
     if data is None and timed_out:
@@ -214,5 +215,5 @@ def _partial_report(progress_file: Path) -> dict[str, Any]:
             except ValueError:
                 continue
             if "nodeid" in event and "record" in event:
-                tests.append(event["record"])
+                tests.append(plain_data(event["record"]))
     return {"tests": tests, "partial": True, "warnings": [], "compromised": [], "faults": []}

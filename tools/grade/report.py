@@ -17,7 +17,6 @@ How a STRICT result appears (SPEC.md: reported per item, never scored):
   also sets each item's visibility and the leaderboard, and validates the file).
 """
 
-import json
 import re
 import shutil
 import textwrap
@@ -252,10 +251,6 @@ def render_timings(report: GradeReport) -> str:
     slowest = list((t.get("per_item_s") or {}).items())[:8]
     lines.append("  slowest items: " + ", ".join(f"{k} {v:.1f} s" for k, v in slowest))
     return "\n".join(lines)
-
-
-def write_json(report: GradeReport, path: Path) -> None:
-    path.write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
 
 
 def _clean(text: str) -> str:

@@ -30,23 +30,26 @@ Pair = tuple[bytes, bytes]
 Word = tuple[bytes, ...]
 
 
-def special_splitter(special_tokens: Sequence[str]) -> "regex.Pattern[str] | None":
+def special_splitter(special_tokens: Sequence[str], *, shortest_first: bool = False) -> "regex.Pattern[str] | None":
     """A regex that matches special tokens, leftmost first and longest first
-    among those starting at the same place (SPEC §1.3: the longest match wins)."""
+    among those starting at the same place (SPEC §1.3: the longest match wins;
+    ``shortest_first`` replays the bug that lets the shortest win)."""
     if not special_tokens:
         return None
-    alternatives = sorted(set(special_tokens), key=len, reverse=True)
+    alternatives = sorted(set(special_tokens), key=len, reverse=not shortest_first)
     return regex.compile("|".join(regex.escape(s) for s in alternatives))
 
 
-def split_on_specials(text: str, special_tokens: Sequence[str]) -> list[tuple[str, bool]]:
-    """``text`` cut into ``(piece, is_special)`` runs; ordinary runs may be empty
-    strings only when ``text`` is empty.
+def split_on_specials(
+    text: str, special_tokens: Sequence[str], *, shortest_first: bool = False
+) -> list[tuple[str, bool]]:
+    """``text`` cut into ``(piece, is_special)`` runs, none of them empty (the
+    oracles' one split on special tokens; ``shortest_first``: see ``special_splitter``).
 
     >>> split_on_specials("a<|e|>b", ["<|e|>"])
     [('a', False), ('<|e|>', True), ('b', False)]
     """
-    pattern = special_splitter(special_tokens)
+    pattern = special_splitter(special_tokens, shortest_first=shortest_first)
     if pattern is None:
         return [(text, False)] if text else []
     out: list[tuple[str, bool]] = []
