@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmspec.conformance.plain import plain
 from lmspec.tools.grade.files import inside
 from lmspec.tools.grade.points import PointsTable
 
@@ -78,7 +79,8 @@ CSV_FIELDS = (
 def row_from_results(name: str, data: dict[str, Any] | None, *, error: str | None = None) -> dict[str, Any]:
     """The summary row of one submission, from its results.json (None: not graded)."""
     row: dict[str, Any] = dict.fromkeys(CSV_FIELDS, "")
-    row.update(name=name, error=error or "")
+    # a file name or a worker's message: printed, kept in the CSV
+    row.update(name=plain(name), error=plain(error or ""))
     if data is None:
         row.update(score=0, compromised=False, passed=False, duration_s=0.0)
         return row
@@ -297,7 +299,7 @@ def _print_table(subs: list[Submission], rows: dict[str, dict[str, Any]]) -> Non
         r = rows[sub.name]
         flag = "  COMPROMISED" if r["compromised"] is True else ""
         note = f"  ({r['error']})" if r["error"] else ""
-        print(f"{sub.name:<30} {r['score']}/{r['max_score']}{flag}{note}")
+        print(f"{r['name']:<30} {r['score']}/{r['max_score']}{flag}{note}")
 
 
 def _run(

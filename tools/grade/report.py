@@ -147,16 +147,21 @@ _FILE_LABELS = {
 }
 
 
-def _cause_first(explanation: str) -> str:
+def _split_cause(explanation: str) -> tuple[str | None, str]:
     """``test: message (likely cause: X)`` or ``test: message; likely cause: X``
-    as ``likely cause: X. test: message``."""
+    as ``("likely cause: X", "test: message")``; ``(None, explanation)`` without one."""
     at = explanation.find("likely cause")
     if at <= 0:
-        return explanation
+        return None, explanation
     head, cause = explanation[:at].rstrip(" (;,"), explanation[at:].strip()
     if explanation[:at].rstrip().endswith("(") and cause.endswith(")"):
         cause = cause[:-1]
-    return f"{cause.rstrip('.')}. {head}"
+    return cause.rstrip("."), head
+
+
+def _cause_first(explanation: str) -> str:
+    cause, head = _split_cause(explanation)
+    return f"{cause}. {head}" if cause else head
 
 
 def _plural(n: int, word: str) -> str:
@@ -184,7 +189,10 @@ def _details(item: ItemResult, color: bool, width: int) -> list[str]:
     """One failing item in full: its explanation, likely cause first, then the
     rest of its first failing test's message."""
     lines = [_paint(f"  {item.id} ({item.status})", item.status, color)]
-    lines.extend(_wrap(_cause_first(item.explanation), width, "    ", "      "))
+    cause, head = _split_cause(item.explanation)
+    if cause:
+        lines.extend(_wrap(cause, width, "    ", "      "))
+    lines.extend(_wrap(head, width, "    " if not cause else "      ", "      "))
     first = next(
         (t for t in item.tests if t.outcome in FAILED_OUTCOMES and item.explanation.startswith(f"{t.short}:")), None
     )
