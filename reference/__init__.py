@@ -26,6 +26,7 @@ CHECKED: tuple[str, ...] = tuple(
         "generation",
         "accounting",
         "adapter",
+        "encdec",
         "plotting",
         "training.loss",
         "training.optimizer",

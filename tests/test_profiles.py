@@ -86,6 +86,8 @@ def test_cs336_from_scratch_list_is_spec_0() -> None:
 def test_detect_picks_the_profile_whose_names_are_defined() -> None:
     assert profiles.detect(["run_linear", "get_tokenizer", "helper"]).name == "cs336"
     assert profiles.detect(["main", "helper"]) is None
+    encdec = ["get_conventions", "run_attention", "run_encoder_layer", "run_greedy_decode", "helper"]
+    assert profiles.detect(encdec).name == "encdec"
 
 
 # --- the target -------------------------------------------------------------------------------

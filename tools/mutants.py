@@ -55,6 +55,16 @@ def discover(folder: Path = MUTANTS_DIR, var: str = "MUTANT") -> list[Entry]:
     return [Entry(p, _header(p, var)) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
 
+def sample(entries: list[Entry]) -> list[Entry]:
+    """A small deterministic sample of a catalog, for the fast test suite:
+    the first entry (by name) of each profile and spec section."""
+    first: dict[tuple[str, str], Entry] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        spec = entry.meta.get("spec") or (entry.meta.get("run") or ["?"])[0]
+        first.setdefault((str(entry.meta.get("profile") or "cs336"), str(spec).split(".")[0]), entry)
+    return sorted(first.values(), key=lambda e: e.name)
+
+
 def run_suite(
     adapter: Path | str,
     spec: list[str] | None,
@@ -114,11 +124,32 @@ def run_one(entry: Entry) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lmspec mutants", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("names", nargs="*", help="mutant file stems to run (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    entries = [e for e in discover() if not args.names or e.name in args.names]
+    if not MUTANTS_DIR.is_dir():
+        print(
+            f"{parser.prog}: error: the mutant catalog ships only with a checkout of lmspec (its tests/mutants); "
+            f"this is an installed copy ({ROOT}): run it from a checkout (git clone, then lmspec mutants there)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.jobs < 1:
+        print(f"{parser.prog}: error: --jobs {args.jobs}: expected a number of processes >= 1", file=sys.stderr)
+        return 2
+    found = discover()
+    unknown = [n for n in args.names if n not in {e.name for e in found}]
+    if unknown:
+        print(
+            f"{parser.prog}: error: no mutant named {', '.join(unknown)} in {MUTANTS_DIR} "
+            "(expected file stems, e.g. nn_rope_half_split)",
+            file=sys.stderr,
+        )
+        return 2
+    entries = [e for e in found if not args.names or e.name in args.names]
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(run_one, entries))
     by_section: dict[str, list[Outcome]] = defaultdict(list)

@@ -330,7 +330,7 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
     if bug == "specials_as_text":
         runs = [(text, False)] if text else []
     elif bug == "shortest_special":
-        runs = _split_shortest(text, specials)
+        runs = split_on_specials(text, specials, shortest_first=True)
     elif bug == "absent_specials_as_text":
         runs = split_on_specials(text, [s for s in specials if s not in absent_specials(oracle.vocab, specials)])
     else:
@@ -351,22 +351,6 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
                 out.extend(_bpe_first_position(p.encode("utf-8"), oracle.pair_rank))
             else:
                 out.extend(oracle.pretoken_pieces(p))
-    return out
-
-
-def _split_shortest(text: str, specials: Sequence[str]) -> list[tuple[str, bool]]:
-    if not specials:
-        return [(text, False)] if text else []
-    shortest_first = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=len)))
-    out: list[tuple[str, bool]] = []
-    pos = 0
-    for m in shortest_first.finditer(text):
-        if m.start() > pos:
-            out.append((text[pos : m.start()], False))
-        out.append((m.group(), True))
-        pos = m.end()
-    if pos < len(text):
-        out.append((text[pos:], False))
     return out
 
 

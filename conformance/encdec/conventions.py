@@ -1,0 +1,109 @@
+"""The conventions an implementation declares (SPEC §6.2 ``get_conventions``).
+
+A missing ``get_conventions``, or a missing key, means the paper's choice
+(the first value of each key below). An unknown key or value fails every
+test that needs the conventions, naming the allowed values. Hints that
+point at an undeclared convention are made by replaying the other value
+(``alternatives``): shown only when that replay reproduces the output.
+"""
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import pytest
+
+from lmspec.conformance.judge.faults import NotImplementedByAdapter
+from lmspec.conformance.judge.implementation import Implementation
+from lmspec.conformance.judge.remote import RemoteFunction
+
+VALUES: dict[str, tuple[str, ...]] = {
+    "norm": ("post", "pre"),
+    "layer_norm": ("biased", "annotated"),
+    "activation": ("relu", "gelu"),
+    "output": ("logits", "log_probs"),
+    "masked_row": ("uniform", "nan"),
+    "label_smoothing": ("annotated", "torch"),
+    "smoothing_loss": ("cross_entropy", "kl"),
+}
+
+#: what an undeclared deviation looks like, per (key, value)
+DESCRIBE: dict[tuple[str, str], str] = {
+    ("norm", "pre"): "pre-norm",
+    ("norm", "post"): "post-norm",
+    ("layer_norm", "annotated"): "the annotated notes' LayerNorm ((x − mean) / (unbiased std + 1e-6))",
+    ("layer_norm", "biased"): "the paper's LayerNorm (biased variance, eps 1e-5 inside the root)",
+    ("activation", "gelu"): "a GELU feed-forward",
+    ("activation", "relu"): "a ReLU feed-forward",
+    ("output", "log_probs"): "log-probabilities",
+    ("output", "logits"): "logits",
+    ("label_smoothing", "torch"): "torch's smoothing (ε / V on every class)",
+    ("label_smoothing", "annotated"): "the annotated smoothing (ε / (V − 2), none on padding)",
+    ("smoothing_loss", "kl"): "the KL divergence",
+    ("smoothing_loss", "cross_entropy"): "the cross-entropy",
+}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    norm: str = "post"
+    layer_norm: str = "biased"
+    activation: str = "relu"
+    output: str = "logits"
+    masked_row: str = "uniform"
+    label_smoothing: str = "annotated"
+    smoothing_loss: str = "cross_entropy"
+
+    def with_(self, **changes: str) -> "Conventions":
+        return replace(self, **changes)
+
+    def declared(self) -> str:
+        return ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+
+    def alternatives(self, *keys: str) -> list[tuple[str, "Conventions"]]:
+        """For each key, the conventions with that key's other value, and the
+        hint that names it: "outputs match pre-norm: declare norm='pre'"."""
+        out = []
+        for key in keys:
+            for value in VALUES[key]:
+                if value != getattr(self, key):
+                    what = DESCRIBE.get((key, value), f"{key}={value!r}")
+                    out.append(
+                        (
+                            f"outputs match {what}: declare {key}={value!r} in get_conventions()",
+                            self.with_(**{key: value}),
+                        )
+                    )
+        return out
+
+
+PAPER = Conventions()
+
+
+def parse(declared: Any) -> Conventions:
+    """The declared dict checked against ``VALUES`` (ValueError naming the problem)."""
+    if declared is None:
+        return PAPER
+    if not isinstance(declared, dict):
+        raise ValueError(f"get_conventions() must return a dict, got {type(declared).__name__}")
+    unknown = sorted(set(map(str, declared)) - set(VALUES))
+    if unknown:
+        raise ValueError(f"get_conventions(): unknown keys {unknown} (known: {sorted(VALUES)})")
+    values = {}
+    for key, value in declared.items():
+        if value not in VALUES[key]:
+            raise ValueError(f"get_conventions(): {key}={value!r} is not one of {VALUES[key]}")
+        values[str(key)] = str(value)
+    return Conventions(**values)
+
+
+@pytest.fixture(scope="session")
+def conventions(impl: Implementation) -> Conventions:
+    """What the implementation declares (the paper's choices when it declares nothing)."""
+    if not impl.has("get_conventions"):
+        return PAPER
+    try:
+        return parse(RemoteFunction(impl, "get_conventions")())
+    except NotImplementedByAdapter:
+        return PAPER
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,0 +1,314 @@
+"""Oracles of the encdec profile (SPEC §6.2), all in float64 and computed
+apart from the implementation: torch's own ``nn.MultiheadAttention``,
+``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` with the
+implementation's weights mapped in (``in_proj_weight`` = Q, K, V stacked;
+``norm_first`` and the activation as declared; the annotated LayerNorm put in
+place of theirs when declared), and explicit formulas for positions, the
+LayerNorm variants, the rate rule and label smoothing. The model oracle
+chains those layers; greedy decoding is the same loop over it.
+
+Masks here are the profile's: boolean, True = may attend. torch's take True
+= masked out, so they are inverted and spread over the heads on the way in.
+Every function takes ``conv`` (``conventions.Conventions``): a hint replays
+a bug, or another convention, through the same functions.
+"""
+
+import math
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from lmspec.conformance.encdec.conventions import PAPER, Conventions
+
+F64 = torch.float64
+
+
+def f64(x: Tensor) -> Tensor:
+    return torch.as_tensor(x).detach().to("cpu", F64).clone()
+
+
+# --- formulas -----------------------------------------------------------------------------------
+def positions(max_len: int, d_model: int, *, swap: bool = False, halves: bool = False) -> Tensor:
+    """``PE[pos, 2i] = sin(pos / 10000^(2i/d))``, ``PE[pos, 2i+1] = cos(...)``.
+    Replays: ``swap`` (cos on even columns), ``halves`` (sines then cosines)."""
+    pe = torch.empty(max_len, d_model, dtype=F64)
+    pos = torch.arange(max_len, dtype=F64)
+    for col in range(d_model):
+        i2 = col - col % 2
+        angle = pos / 10000.0 ** (i2 / d_model)
+        pe[:, col] = torch.cos(angle) if (col % 2 == 1) != swap else torch.sin(angle)
+    if halves:
+        pe = torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
+    return pe
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: float | None = None) -> Tensor:
+    x = f64(x)
+    mean = x.mean(-1, keepdim=True)
+    if variant == "biased":
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        out = (x - mean) / torch.sqrt(var + (1e-5 if eps is None else eps))
+    elif variant == "annotated":
+        std = torch.sqrt(((x - mean) ** 2).sum(-1, keepdim=True) / (x.shape[-1] - 1))
+        out = (x - mean) / (std + (1e-6 if eps is None else eps))
+    else:
+        raise ValueError(variant)
+    return f64(weight) * out + f64(bias)
+
+
+class _AnnotatedNorm(torch.nn.Module):
+    def __init__(self, weight: Tensor, bias: Tensor) -> None:
+        super().__init__()
+        self.weight, self.bias = f64(weight), f64(bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, "annotated")
+
+
+def rate(step: int, d_model: int, factor: float, warmup: int) -> float:
+    step = max(step, 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def smoothed(target: Tensor, vocab: int, smoothing: float, pad_id: int, variant: str) -> Tensor:
+    """Rows of the target distribution q (float64)."""
+    rows = target.reshape(-1).tolist()
+    q = torch.empty(len(rows), vocab, dtype=F64)
+    for r, t in enumerate(rows):
+        if variant == "annotated":
+            q[r] = smoothing / (vocab - 2)
+            q[r, pad_id] = 0.0
+            q[r, t] = 1.0 - smoothing
+        else:
+            q[r] = smoothing / vocab
+            q[r, t] += 1.0 - smoothing
+    return q
+
+
+def label_smoothing_loss(
+    logits: Tensor, target: Tensor, smoothing: float, pad_id: int, conv: Conventions = PAPER, *, count_pad=False
+) -> Tensor:
+    """Mean over non-padding rows of ``−Σ q log p`` (or the KL). Replay:
+    ``count_pad`` (padding rows kept in the mean)."""
+    vocab = logits.shape[-1]
+    log_p = torch.log_softmax(f64(logits).reshape(-1, vocab), dim=-1)
+    target = target.reshape(-1)
+    keep = torch.ones_like(target, dtype=torch.bool) if count_pad else target != pad_id
+    q = smoothed(target[keep], vocab, smoothing, pad_id, conv.label_smoothing)
+    rows = -(q * log_p[keep]).sum(-1)
+    if conv.smoothing_loss == "kl":
+        rows = rows + torch.xlogy(q, q).sum(-1)
+    return rows.sum() / keep.sum()
+
+
+# --- attention ------------------------------------------------------------------------------------
+def attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, *, scale: float | None = None) -> Tensor:
+    """softmax(Q Kᵀ · scale, masked −∞) V in float64 (scale 1/√d_k by default)."""
+    q, k, v = f64(Q), f64(K), f64(V)
+    scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.to("cpu", torch.bool), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _heads_mask(mask: Tensor | None, batch: int, heads: int, n: int, m: int) -> Tensor | None:
+    """The profile's mask (True = attend, broadcasting to (batch, n, m)) as torch's
+    (batch·heads, n, m) with True = masked out."""
+    if mask is None:
+        return None
+    full = mask.to("cpu", torch.bool).expand(batch, n, m)
+    return (~full).repeat_interleave(heads, dim=0)
+
+
+def _mha_state(weights: Mapping[str, Tensor], prefix: str = "") -> dict[str, Tensor]:
+    w = {k: f64(v) for k, v in weights.items()}
+    return {
+        "in_proj_weight": torch.cat([w[f"{prefix}{p}_proj.weight"] for p in "qkv"]),
+        "in_proj_bias": torch.cat([w[f"{prefix}{p}_proj.bias"] for p in "qkv"]),
+        "out_proj.weight": w[f"{prefix}out_proj.weight"],
+        "out_proj.bias": w[f"{prefix}out_proj.bias"],
+    }
+
+
+def mha(d_model: int, num_heads: int, weights: Mapping[str, Tensor], query, key, value, mask=None) -> Tensor:
+    """torch.nn.MultiheadAttention (float64, batch_first) with the Q, K, V weights stacked."""
+    layer = torch.nn.MultiheadAttention(d_model, num_heads, dropout=0.0, batch_first=True, dtype=F64)
+    layer.load_state_dict(_mha_state(weights))
+    q, k, v = f64(query), f64(key), f64(value)
+    with torch.no_grad():
+        out, _ = layer(
+            q, k, v, attn_mask=_heads_mask(mask, q.shape[0], num_heads, q.shape[1], k.shape[1]), need_weights=False
+        )
+    return out
+
+
+def feed_forward(weights: Mapping[str, Tensor], x: Tensor, activation: str = "relu") -> Tensor:
+    w = {k: f64(v) for k, v in weights.items()}
+    hidden = f64(x) @ w["fc1.weight"].T + w["fc1.bias"]
+    hidden = torch.relu(hidden) if activation == "relu" else torch.nn.functional.gelu(hidden)
+    return hidden @ w["fc2.weight"].T + w["fc2.bias"]
+
+
+# --- layers -------------------------------------------------------------------------------------------
+def _sub(weights: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    return {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+
+
+def _torch_layer(kind: str, d_model: int, num_heads: int, d_ff: int, weights: Mapping[str, Tensor], conv: Conventions):
+    cls = torch.nn.TransformerEncoderLayer if kind == "encoder" else torch.nn.TransformerDecoderLayer
+    layer = cls(
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.0,
+        activation=conv.activation,
+        layer_norm_eps=1e-5,
+        batch_first=True,
+        norm_first=conv.norm == "pre",
+        dtype=F64,
+    )
+    w = {k: f64(v) for k, v in weights.items()}
+    state = {
+        **{f"self_attn.{k}": v for k, v in _mha_state(w, "self_attn.").items()},
+        "linear1.weight": w["ffn.fc1.weight"],
+        "linear1.bias": w["ffn.fc1.bias"],
+        "linear2.weight": w["ffn.fc2.weight"],
+        "linear2.bias": w["ffn.fc2.bias"],
+    }
+    norms = ("norm1", "norm2") if kind == "encoder" else ("norm1", "norm2", "norm3")
+    if kind == "decoder":
+        state.update({f"multihead_attn.{k}": v for k, v in _mha_state(w, "cross_attn.").items()})
+    for n in norms:
+        state[f"{n}.weight"], state[f"{n}.bias"] = w[f"{n}.weight"], w[f"{n}.bias"]
+    layer.load_state_dict(state)
+    if conv.layer_norm == "annotated":
+        for n in norms:
+            setattr(layer, n, _AnnotatedNorm(w[f"{n}.weight"], w[f"{n}.bias"]))
+    # train mode with dropout 0: the same function, and never torch's fused fast path
+    return layer.train()
+
+
+def encoder_layer(d_model, num_heads, d_ff, weights, x, src_mask, conv: Conventions = PAPER) -> Tensor:
+    layer = _torch_layer("encoder", d_model, num_heads, d_ff, weights, conv)
+    x = f64(x)
+    n = x.shape[1]
+    with torch.no_grad():
+        return layer(x, src_mask=_heads_mask(src_mask, x.shape[0], num_heads, n, n))
+
+
+def decoder_layer(
+    d_model, num_heads, d_ff, weights, x, memory, src_mask, tgt_mask, conv: Conventions = PAPER
+) -> Tensor:
+    layer = _torch_layer("decoder", d_model, num_heads, d_ff, weights, conv)
+    x, memory = f64(x), f64(memory)
+    b, n, m = x.shape[0], x.shape[1], memory.shape[1]
+    with torch.no_grad():
+        return layer(
+            x,
+            memory,
+            tgt_mask=_heads_mask(tgt_mask, b, num_heads, n, n),
+            memory_mask=_heads_mask(src_mask, b, num_heads, n, m),
+        )
+
+
+# --- the model ---------------------------------------------------------------------------------------
+def embed(table: Tensor, ids: Tensor, d_model: int, *, scale: bool = True, positions_first: bool = False) -> Tensor:
+    """``E[ids] · sqrt(d) + PE``. Replays: ``scale=False``; ``positions_first``
+    (``(E[ids] + PE) · sqrt(d)``)."""
+    x = f64(table)[ids.to("cpu").long()]
+    pe = positions(ids.shape[-1], d_model)
+    if positions_first:
+        return (x + pe) * math.sqrt(d_model)
+    return x * (math.sqrt(d_model) if scale else 1.0) + pe
+
+
+class Model:
+    """The oracle model, its torch layers built once (greedy decoding reuses them)."""
+
+    def __init__(self, sizes, weights, conv: Conventions = PAPER, **embed_bugs) -> None:
+        _, _, self.d_model, num_layers, num_heads, d_ff = sizes
+        self.weights, self.conv, self.embed_bugs, self.num_heads = weights, conv, embed_bugs, num_heads
+        d = self.d_model
+        self.encoders = [
+            _torch_layer("encoder", d, num_heads, d_ff, _sub(weights, f"encoder.layers.{i}."), conv)
+            for i in range(num_layers)
+        ]
+        self.decoders = [
+            _torch_layer("decoder", d, num_heads, d_ff, _sub(weights, f"decoder.layers.{i}."), conv)
+            for i in range(num_layers)
+        ]
+
+    def _final(self, x: Tensor, stack: str) -> Tensor:
+        if self.conv.norm != "pre":
+            return x
+        w = self.weights
+        return layer_norm(x, w[f"{stack}.norm.weight"], w[f"{stack}.norm.bias"], self.conv.layer_norm)
+
+    @torch.no_grad()
+    def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
+        x = embed(self.weights["src_embed.weight"], src, self.d_model, **self.embed_bugs)
+        mask = _heads_mask(src_mask, x.shape[0], self.num_heads, x.shape[1], x.shape[1])
+        for layer in self.encoders:
+            x = layer(x, src_mask=mask)
+        return self._final(x, "encoder")
+
+    @torch.no_grad()
+    def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None) -> Tensor:
+        x = embed(self.weights["tgt_embed.weight"], tgt, self.d_model, **self.embed_bugs)
+        b, n, m = x.shape[0], x.shape[1], memory.shape[1]
+        self_mask = _heads_mask(tgt_mask, b, self.num_heads, n, n)
+        cross_mask = _heads_mask(src_mask, b, self.num_heads, n, m)
+        for layer in self.decoders:
+            x = layer(x, memory, tgt_mask=self_mask, memory_mask=cross_mask)
+        return self._final(x, "decoder")
+
+    def generate(self, hidden: Tensor) -> Tensor:
+        return generate(self.weights, hidden, self.conv)
+
+    def __call__(self, src, tgt, src_mask, tgt_mask) -> Tensor:
+        return self.generate(self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask))
+
+
+def generate(weights, hidden: Tensor, conv: Conventions = PAPER) -> Tensor:
+    logits = hidden @ f64(weights["generator.weight"]).T
+    return torch.log_softmax(logits, dim=-1) if conv.output == "log_probs" else logits
+
+
+def model(sizes, weights, src, tgt, src_mask, tgt_mask, conv: Conventions = PAPER, **embed_bugs) -> Tensor:
+    return Model(sizes, weights, conv, **embed_bugs)(src, tgt, src_mask, tgt_mask)
+
+
+def causal(n: int) -> Tensor:
+    return torch.ones(n, n, dtype=torch.bool).tril()
+
+
+def greedy(
+    sizes,
+    weights,
+    src,
+    src_mask,
+    max_len: int,
+    start_id: int,
+    end_id: int | None = None,
+    conv: Conventions = PAPER,
+    *,
+    stop_late: bool = False,
+) -> Tensor:
+    """The greedy loop over the oracle model. Replay: ``stop_late`` (a row that
+    ended keeps decoding instead of being padded with ``end_id``)."""
+    net = Model(sizes, weights, conv)
+    memory = net.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), start_id, dtype=torch.long)
+    ended = torch.zeros(src.shape[0], dtype=torch.bool)
+    while ys.shape[1] < max_len:
+        hidden = net.decode(memory, src_mask, ys, causal(ys.shape[1]))
+        nxt = net.generate(hidden[:, -1]).argmax(-1)
+        if end_id is not None:
+            if not stop_late:
+                nxt = nxt.masked_fill(ended, end_id)
+            ended = ended | (nxt == end_id)
+        ys = torch.cat([ys, nxt.unsqueeze(-1)], dim=-1)
+        if end_id is not None and bool(ended.all()):
+            break
+    return ys
