@@ -38,3 +38,8 @@ def test_suite_kills_mutant(mutant):
         )
         return
     assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    if "costs" in mutant.meta:  # one bug, one item
+        assert outcome.must_items == set(mutant.meta["costs"]), (
+            f"mutant {mutant.name} ({mutant.meta['bug']}) must cost exactly {sorted(mutant.meta['costs'])}, "
+            f"it fails MUST tests of {sorted(outcome.must_items)}"
+        )
