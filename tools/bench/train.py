@@ -104,7 +104,6 @@ def worker_train(args: dict[str, Any]) -> None:
     variant = args["variant"]
     cfg = ModelConfig(**args["model"])
     batch, warmup, steps = args["batch"], args["warmup"], args["steps"]
-    torch.manual_seed(0)
     result: dict[str, Any] = {"threads": torch.get_num_threads(), "base_rss_bytes": rss_now_bytes()}
     model, opt, loss_fn = _model_and_optimizer(args, cfg, device, result)
     if "compile" in variant:
@@ -163,6 +162,7 @@ def _model_and_optimizer(args: dict[str, Any], cfg: Any, device: Any, result: di
 
     from lmspec.reference.nn import TransformerLM
 
+    torch.manual_seed(0)
     if args["impl"] == "ref":
         from lmspec.reference.training import AdamW, cross_entropy
 
