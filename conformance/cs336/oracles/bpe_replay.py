@@ -25,6 +25,8 @@ import regex
 #: SPEC §1.1, the GPT-2 pre-tokenization pattern.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _GPT2_RE = regex.compile(GPT2_PATTERN)
+#: A known bug: the pattern compiled case-insensitively ('S, 'T, 'LL... become contractions).
+_GPT2_CASELESS_RE = regex.compile(GPT2_PATTERN, regex.IGNORECASE)
 
 Pair = tuple[bytes, bytes]
 Word = tuple[bytes, ...]
@@ -64,9 +66,10 @@ def split_on_specials(
     return out
 
 
-def pretokenize(text: str) -> list[str]:
-    """GPT-2 pre-tokens of special-token-free ``text`` (SPEC §1.1)."""
-    return _GPT2_RE.findall(text)
+def pretokenize(text: str, *, ignorecase: bool = False) -> list[str]:
+    """GPT-2 pre-tokens of special-token-free ``text`` (SPEC §1.1);
+    ``ignorecase`` (a known bug) compiles the pattern with IGNORECASE."""
+    return (_GPT2_CASELESS_RE if ignorecase else _GPT2_RE).findall(text)
 
 
 def count_pretokens(
@@ -76,6 +79,7 @@ def count_pretokens(
     use_pattern: bool = True,
     split_specials: bool = True,
     drop_specials: bool = False,
+    ignorecase: bool = False,
 ) -> Counter[bytes]:
     """Frequency of each pre-token's UTF-8 bytes in ``text``.
 
@@ -83,7 +87,8 @@ def count_pretokens(
     special-free segment one "pre-token" (merges cross pre-token boundaries);
     ``split_specials=False`` leaves special tokens in the text, so they are
     pre-tokenized and counted like ordinary text; ``drop_specials=True`` deletes
-    them and joins their neighbours (merges cross special tokens).
+    them and joins their neighbours (merges cross special tokens);
+    ``ignorecase=True`` pre-tokenizes with the pattern compiled case-insensitively.
     """
     if drop_specials:
         segments = ["".join(p for p, special in split_on_specials(text, special_tokens) if not special)]
@@ -93,7 +98,7 @@ def count_pretokens(
         segments = [text]
     counts: Counter[bytes] = Counter()
     for segment in segments:
-        pieces = pretokenize(segment) if use_pattern else [segment]
+        pieces = pretokenize(segment, ignorecase=ignorecase) if use_pattern else [segment]
         counts.update(p.encode("utf-8") for p in pieces if p)
     return counts
 
@@ -228,6 +233,7 @@ def train_bpe(
     drop_specials: bool = False,
     right_to_left: bool = False,
     weighted: bool = True,
+    ignorecase: bool = False,
 ) -> BpeResult:
     """SPEC §1.2 ``train_bpe`` on an in-memory text. Defaults are the spec;
     the keywords switch on known bugs (see :func:`count_pretokens`;
@@ -238,6 +244,7 @@ def train_bpe(
         use_pattern=use_pattern,
         split_specials=split_specials,
         drop_specials=drop_specials,
+        ignorecase=ignorecase,
     )
     if not weighted:
         pretokens = Counter(dict.fromkeys(pretokens, 1))
@@ -262,6 +269,8 @@ KNOWN_BUGS: dict[str, dict] = {
     },
     "pair counts not weighted by pre-token frequency (each distinct pre-token counted once)": {"weighted": False},
     "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {"use_pattern": False},
+    "GPT-2 pattern compiled with re.IGNORECASE (regex.IGNORECASE): upper-case 'S, 'T, 'LL, 'VE, 'M, 'D, 'RE "
+    "became contraction pre-tokens; the pattern's contractions are lower-case only": {"ignorecase": True},
     "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {"split_specials": False},
     "special tokens deleted and their neighbours joined, so merges cross special tokens": {"drop_specials": True},
     "a merge replaces occurrences right to left (SPEC: non-overlapping, left to right)": {"right_to_left": True},

@@ -312,6 +312,9 @@ class EncodeOracle:
 
 # --- known encode bugs, for "likely cause" hints ---------------------------------
 _NO_LOOKAHEAD = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+""")
+_CASELESS = regex.compile(
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""", regex.IGNORECASE
+)
 
 
 def _bpe_first_position(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
@@ -344,6 +347,8 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
             pretokens = [segment]
         elif bug == "no_lookahead":
             pretokens = _NO_LOOKAHEAD.findall(segment)
+        elif bug == "ignorecase":
+            pretokens = _CASELESS.findall(segment)
         else:
             pretokens = pretokenize(segment)
         for p in pretokens:
@@ -358,6 +363,9 @@ ENCODE_BUGS: dict[str, str] = {
     "first_position": "merges applied at the leftmost position where any merge applies, not lowest rank first",
     "no_pretokenize": "no GPT-2 pre-tokenization: merges applied across pre-token boundaries",
     "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run must start the next word",
+    "ignorecase": "GPT-2 pattern compiled with re.IGNORECASE (regex.IGNORECASE): upper-case 'S, 'T, 'LL, "
+    "'VE, 'M, 'D, 'RE became contraction pre-tokens; the pattern's contractions are lower-case only "
+    "(O'Sullivan is O | ' | Sullivan)",
     "specials_as_text": "special tokens not split off before pre-tokenization",
     "shortest_special": "shorter special token matched first; the longest match must win",
     "absent_specials_as_text": "special tokens absent from the vocabulary are not added: they stay ordinary text",
