@@ -381,7 +381,7 @@ def tables(results: dict[str, Any]) -> str:
 
 
 def _config_rows(name: str, r: dict[str, Any]) -> list[list[str]]:
-    """One model configuration's rows: a row per variant, then the reference/native ratio."""
+    """One model configuration's rows: a row per variant, then the ratio of the reference to native."""
     m = r["config"]["model"]
     shape = (
         f"{name}: V{m['vocab_size']} d{m['d_model']} L{m['num_layers']} "
