@@ -126,6 +126,21 @@ class Source:
         return [self.folder / n for n in (name, *aliases)]
 
 
+def folder_problem(folder: str) -> str | None:
+    """Why a folder given with ``--fixtures`` cannot serve (None when it holds
+    at least one oracle file by its name; the contents are checked on use)."""
+    path = Path(folder).expanduser()
+    expected = "a folder holding the official CS336 fixture files (corpus.en, gpt2_vocab.json, ...)"
+    if not path.exists():
+        return f"--fixtures {folder}: no such folder; expected {expected}"
+    if not path.is_dir():
+        return f"--fixtures {folder}: not a folder; expected {expected}"
+    source = Source("--fixtures", path.resolve())
+    if not any(c.is_file() for name in FIXTURES for c in source.candidates(name)):
+        return f"--fixtures {folder}: holds none of the {len(FIXTURES)} oracle files; expected {expected}"
+    return None
+
+
 def default_sources(explicit: str | None, repo_root: Path | None) -> list[Source]:
     env = os.environ.get("LMSPEC_FIXTURES")
     return [

@@ -12,6 +12,7 @@ Hypothesis profiles: dev (default), ci (default when CI is set), thorough.
 
 import os
 import shutil
+import signal
 import tempfile
 import warnings
 from pathlib import Path
@@ -22,10 +23,12 @@ from hypothesis import HealthCheck, Phase, settings
 
 from lmspec import ROOT
 from lmspec.conformance import options, profiles, report
-from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet
+from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, folder_problem
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
 from lmspec.conformance.judge.implementation import Implementation
+from lmspec.conformance.judge.launch import die_with_parent, end_group_on_sigterm
 from lmspec.conformance.judge.remote import RemoteFunction
+from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
 
 # --- Hypothesis profiles ----------------------------------------------------
@@ -61,7 +64,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "reported per item, never scored)",
     )
     workerinput = getattr(config, "workerinput", None)
+    given_fixtures = config.getoption("fixtures")
+    problem = folder_problem(given_fixtures) if given_fixtures else None
+    if problem is not None:
+        raise pytest.UsageError(problem.replace("--fixtures ", "--fixtures-dir ", 1))
+    if config.getoption("lmspec_target") and workerinput is None:
+        end_group_on_sigterm()  # a judge the grader started: a SIGTERM ends its workers too
     if workerinput is not None:
+        die_with_parent(signal.SIGKILL)()  # an xdist worker outlives no judge
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).
         import torch
@@ -215,7 +225,7 @@ class _Fixtures:
         except FixtureMissing as exc:
             if os.environ.get("LMSPEC_REQUIRE_FIXTURES"):
                 pytest.fail(f"{exc}; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
-            pytest.skip(str(exc))
+            pytest.skip(f"{NOT_CHECKED_PREFIX} {exc}")
         raise AssertionError("unreachable")
 
 
@@ -282,6 +292,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             )
     if config.getoption("spec"):
         selectors = [s.strip() for s in config.getoption("spec").split(",") if s.strip()]
+        for selector in selectors:
+            if not any(profile.matches(i.id, [selector]) for i in profile.items):
+                raise pytest.UsageError(
+                    f"--spec {selector}: matches no spec item of profile {profile.name}; expected item ids or "
+                    "their prefixes, comma-separated (every id: lmspec spec --list)"
+                )
         keep, drop = [], []
         for item in items:
             sid = spec_id(item)

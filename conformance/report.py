@@ -1,7 +1,7 @@
 """The judge's per-test report (``--lmspec-report PATH``), read by the grader.
 
-Each test gets one record: its spec item and strength, an Outcome
-(conformance/judge/outcomes.py), its message and a one-line summary. The message
+Each test gets one record, in the suite's order: its spec item and strength, an Outcome
+(conformance/outcomes.py), its message and a one-line summary. The message
 is the first real failure: of a Hypothesis group of distinct failures, the
 first one, with its falsifying example; the summary is its first line plus
 the "likely cause" line when the failure names one. Run-level facts come from
@@ -23,7 +23,7 @@ from _pytest.outcomes import OutcomeException
 
 from lmspec import ROOT
 from lmspec.conformance.judge.faults import Fault, SubmissionError
-from lmspec.conformance.outcomes import Outcome
+from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX, Outcome
 
 SCHEMA = "lmspec-judge/1"
 MESSAGE_CHARS = 3000
@@ -186,6 +186,8 @@ def classify(report: pytest.TestReport, fault: str | None, message: str) -> Outc
             return Outcome.NOT_IMPLEMENTED
         if message.startswith("not provided:"):
             return Outcome.NOT_PROVIDED
+        if message.startswith(NOT_CHECKED_PREFIX):
+            return Outcome.NOT_CHECKED
         return Outcome.SKIPPED
     if report.passed:
         return Outcome.PASSED
@@ -210,6 +212,7 @@ class _Hooks:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(self.config, "workerinput") and session.items:
             self.config._lmspec_stamps.setdefault("collected", time.time())  # type: ignore[attr-defined]
+            self.config._lmspec_order = [i.nodeid for i in session.items]  # type: ignore[attr-defined]
             self._progress({"collected": len(session.items)})
 
     @pytest.hookimpl(optionalhook=True)
@@ -217,6 +220,7 @@ class _Hooks:
         if not getattr(self, "_announced", False):
             self._announced = True
             self.config._lmspec_stamps.setdefault("collected", time.time())  # type: ignore[attr-defined]
+            self.config._lmspec_order = list(ids)  # type: ignore[attr-defined]
             self._progress({"collected": len(ids)})
 
     @pytest.hookimpl(wrapper=True)
@@ -310,6 +314,15 @@ def _read_all(folder: Path, prefix: str) -> list[Any]:
     return out
 
 
+def in_suite_order(config: pytest.Config) -> list[dict[str, Any]]:
+    """The test records in the suite's (collection) order, whatever order
+    the judge's processes finished them in: what an item's explanation is
+    chosen from does not depend on scheduling."""
+    records = list(config._lmspec_results.values())  # type: ignore[attr-defined]
+    order = {nodeid: i for i, nodeid in enumerate(getattr(config, "_lmspec_order", None) or [])}
+    return sorted(records, key=lambda r: order.get(r["nodeid"], len(order)))
+
+
 def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
     target = config._lmspec_session  # type: ignore[attr-defined]
     folder = _session_dir(config)
@@ -349,7 +362,7 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "worker_startups": [x for batch in _read_all(folder, "startups") for x in batch],
         "duration_s": round(time.time() - config._lmspec_started, 3),  # type: ignore[attr-defined]
         "python": sys.version.split()[0],
-        "tests": list(config._lmspec_results.values()),  # type: ignore[attr-defined]
+        "tests": in_suite_order(config),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1, default=str))

@@ -199,7 +199,8 @@ def resolve(given: str | None, profile: str | None = None, *, python: str | None
         found = find_adapter(boundary, chosen)
         if found is None:
             raise TargetError(
-                f"{given}: a folder without an adapters file (looked for {', '.join(adapter_files(chosen))})"
+                f"{given}: a folder without an adapters file (expected a repository folder holding one of "
+                f"{', '.join(adapter_files(chosen))})"
             )
         path = found
     else:
@@ -228,7 +229,10 @@ def _reference(adapter: str, profile: profiles.Profile, how: str, python: str | 
 def _module(given: str, chosen: profiles.Profile | None, python: str | None) -> Target:
     top = given.partition(".")[0]
     if not top.isidentifier() or importlib.util.find_spec(top) is None:
-        raise TargetError(f"{given}: not a file, a folder or an importable module")
+        raise TargetError(
+            f"{given}: not a file, a folder or an importable module (expected a repository folder, an adapters "
+            "file or a module name)"
+        )
     profile = chosen or profiles.get(profiles.DEFAULT)
     return Target(given, given, None, given, profile.name, False, python, None, "given" if chosen else "default")
 

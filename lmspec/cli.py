@@ -56,5 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module, function, prefix, _ = command
     run = getattr(importlib.import_module(module), function)
-    result = run([*prefix, *args[1:]])
+    # the reference's commands name the program the user typed in their messages
+    result = run([*prefix, *args[1:]], prog="lmspec") if prefix else run(args[1:])
     return int(result or 0)

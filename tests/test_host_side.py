@@ -359,3 +359,11 @@ def test_results_json_for_a_link_out_is_the_submissions_error(tmp_path: Path) ->
     assert proc.returncode == 1, proc.stderr
     assert "symbolic link" in data["error"] and data["score"] == 0 and data["max_score"] > 0
     assert len(data["items"]) > 5 and {i["status"] for i in data["items"]} == {"error"}
+
+
+def test_batch_rows_carry_names_and_errors_without_control_characters() -> None:
+    """A submission's folder name and a worker's message go to the console and summary.csv plain."""
+    from lmspec.tools.grade.batch import row_from_results
+
+    row = row_from_results("alice\x1b]0;title\x07\x1b[2J", None, error="failed\x9b5A\x00 here\tnow\n")
+    assert row["name"] == "alice]0;title[2J" and row["error"] == "failed5A here\tnow\n"

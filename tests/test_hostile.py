@@ -19,7 +19,10 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -565,3 +568,47 @@ def test_import_that_kills_the_process_scores_zero(graded) -> None:
     assert g.returncode == 1 and g.data["score"] == 0
     assert "could not be loaded" in (g.data["error"] or "") and "status 1" in g.data["error"]
     assert {i["status"] for i in g.data["items"]} == {"error"}
+
+
+# --- the staff's terminal -------------------------------------------------------------------------
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.slow
+@NEEDS_BWRAP
+def test_terminal_control_sequences_never_reach_an_output(tmp_path: Path) -> None:
+    """A submission's messages carry clear-screen, cursor, OSC-title, C1 and bell
+    sequences: the table printed to the console (the table is on: no --quiet),
+    results.json, the JUnit XML and the Gradescope file carry the message
+    without one control character but newline and tab."""
+    adapter, args = _prepare("terminal_escapes", tmp_path, 0)
+    out = tmp_path / "grade"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.grade", "--out", str(out), "--adapter", adapter, "--jobs", "1", *args],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        timeout=600,
+    )
+    console = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    assert proc.returncode == 1, console
+    assert "lmspec-escape-marker" in console, console  # the message is shown ...
+    assert not _CONTROL.findall(console), sorted(set(_CONTROL.findall(console)))  # ... without its controls
+    data = json.loads((out / "results.json").read_text())
+    silu = next(i for i in data["items"] if i["id"] == "2.silu")
+    assert silu["status"] == "fail" and "lmspec-escape-marker" in json.dumps(silu)
+    for name in ("results.json", "gradescope_results.json"):
+        found = [s for s in _strings(json.loads((out / name).read_text())) if _CONTROL.search(s)]
+        assert not found, (name, found[:3])
+    junit = (out / "junit.xml").read_text()
+    assert "lmspec-escape-marker" in junit and not _CONTROL.search(junit.replace("\n", "").replace("\t", ""))

@@ -7,7 +7,9 @@ Each file in tests/mutants/ is an adapter with one realistic bug and a
 verdict when a MUST test catches it, or only by tests that are never scored
 (STRICT rules, SHOULD items). A bug only those catch is lost to the score, so
 such a mutant must say why in its header (``"strict_only": "the handout
-does not ..."``).
+does not ..."``). One bug, one item: a header ``"costs": [ids]`` names
+exactly the items whose MUST tests the bug may fail (tests/test_mutants.py
+checks that no other item of its ``run`` is lost).
 ``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
 spec item, lists survivors and the STRICT-only kills with their reasons; it
 exits 1 if any mutant survives or is caught by STRICT alone without a reason.
@@ -55,6 +57,16 @@ def discover(folder: Path = MUTANTS_DIR, var: str = "MUTANT") -> list[Entry]:
     return [Entry(p, _header(p, var)) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
 
+def sample(entries: list[Entry]) -> list[Entry]:
+    """A small deterministic sample of a catalog, for the fast test suite:
+    the first entry (by name) of each profile and spec section."""
+    first: dict[tuple[str, str], Entry] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        spec = entry.meta.get("spec") or (entry.meta.get("run") or ["?"])[0]
+        first.setdefault((str(entry.meta.get("profile") or "cs336"), str(spec).split(".")[0]), entry)
+    return sorted(first.values(), key=lambda e: e.name)
+
+
 def run_suite(
     adapter: Path | str,
     spec: list[str] | None,
@@ -93,6 +105,7 @@ class Outcome(NamedTuple):
     strict_killed: bool  # by a test that is never scored (STRICT, SHOULD)
     detail: str
     seconds: float
+    must_items: frozenset[str] = frozenset()  # items with a failed MUST test
 
     @property
     def strict_only(self) -> bool:
@@ -110,15 +123,37 @@ def run_one(entry: Entry) -> Outcome:
     must, strict = bad_tests(report, "must"), bad_tests(report, "strict", "should")
     first = (must or strict or [None])[0]
     detail = f"{first['nodeid']}: {first['summary']}" if first else f"{len(report['tests'])} tests passed"
-    return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start)
+    items = frozenset(str(t.get("spec")) for t in must)
+    return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start, items)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lmspec mutants", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("names", nargs="*", help="mutant file stems to run (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    entries = [e for e in discover() if not args.names or e.name in args.names]
+    if not MUTANTS_DIR.is_dir():
+        print(
+            f"{parser.prog}: error: the mutant catalog ships only with a checkout of lmspec (its tests/mutants); "
+            f"this is an installed copy ({ROOT}): run it from a checkout (git clone, then lmspec mutants there)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.jobs < 1:
+        print(f"{parser.prog}: error: --jobs {args.jobs}: expected a number of processes >= 1", file=sys.stderr)
+        return 2
+    found = discover()
+    unknown = [n for n in args.names if n not in {e.name for e in found}]
+    if unknown:
+        print(
+            f"{parser.prog}: error: no mutant named {', '.join(unknown)} in {MUTANTS_DIR} "
+            "(expected file stems, e.g. nn_rope_half_split)",
+            file=sys.stderr,
+        )
+        return 2
+    entries = [e for e in found if not args.names or e.name in args.names]
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(run_one, entries))
     by_section: dict[str, list[Outcome]] = defaultdict(list)

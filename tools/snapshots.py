@@ -5,7 +5,7 @@ float32 outputs, with a sha256 MANIFEST.
     python -m tools.snapshots verify       # MANIFEST hashes match the files
     python -m tools.snapshots verify --regenerate   # ... and regenerating reproduces them
 
-Every golden is checked against the float64 oracle of conformance/oracles
+Every golden is checked against the float64 oracle of conformance/cs336/oracles
 before it is written, so a snapshot never records a reference bug. Inputs are
 stored in the file (seeded with the case's seed, shapes below), so the goldens
 do not depend on torch's RNG staying the same across versions.

@@ -40,6 +40,7 @@ from lmspec.conformance.cs336.strategies.training import (
 from lmspec.conformance.tolerances import (
     CLIP_F32,
     CLIP_F64,
+    CLIP_OFFICIAL,
     CROSS_ENTROPY_F32,
     EXACT,
     PERPLEXITY_F32,
@@ -236,8 +237,10 @@ def test_cosine_schedule_matches_formula_at_boundaries(run_get_lr_cosine_schedul
 
 
 @spec("3.cosine_schedule")
+@strict
 def test_cosine_schedule_zero_warmup(run_get_lr_cosine_schedule):
-    """T_w = 0: no warmup branch; the cosine starts at α_max at t = 0."""
+    """STRICT: T_w = 0 (an edge the handout never names; an implementation may
+    assert warmup_iters > 0): no warmup branch, the cosine starts at α_max at t = 0."""
     sched = Schedule(1e-3, 1e-4, 0, 10)
     _assert_schedule(run_get_lr_cosine_schedule, sched, range(13), "3.cosine_schedule: T_w = 0")
 
@@ -271,7 +274,10 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
     for i, p in enumerate(params):
         if originals[i] is None:
             assert p.grad is None, f"3.gradient_clipping: parameter {i} had no grad and must keep grad None"
-    tol = CLIP_F64 if dtype == torch.float64 else CLIP_F32
+    # float32 (the contract): the official test's tolerance, which admits any
+    # placement of a small epsilon (test_gradient_clipping_epsilon_on_the_norm
+    # reports it); float64 (STRICT): float64 accuracy.
+    tol = CLIP_F64 if dtype == torch.float64 else CLIP_OFFICIAL
 
     def replaced_by_clipped() -> torch.Tensor:
         """The observed values themselves, when every p.grad holding the clipped
@@ -314,6 +320,10 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
                 lambda: _present(clipped_grads_formula(originals, case.max_norm, eps=0.0)),
             ),
             (
+                "epsilon inside the square root, max_norm/sqrt(Σg² + 1e-8): the SPEC adds 1e-6 to the norm",
+                lambda: _present(clipped_grads_formula(originals, case.max_norm, eps=1e-8, eps_in_sqrt=True)),
+            ),
+            (
                 "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
                 "hold the clipped values, the ones passed in were left unscaled",
                 replaced_by_clipped,
@@ -332,8 +342,93 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
 def test_gradient_clipping_matches_torch(run_gradient_clipping, device, case):
     """One global L2 norm over the float32 gradients that exist; above max_norm
     every gradient is scaled in place by max_norm/(norm + 1e-6); frozen params
-    and params without grad are skipped (oracle: torch.nn.utils.clip_grad_norm_)."""
+    and params without grad are skipped (oracle: torch.nn.utils.clip_grad_norm_),
+    at the official test's tolerance (atol 1e-6 on the clipped gradients: another
+    epsilon placement passes here and is reported by the STRICT test below)."""
     _check_clipping(run_gradient_clipping, device, torch.float32, case)
+
+
+@spec("3.gradient_clipping")
+def test_gradient_clipping_official_inputs(run_gradient_clipping):
+    """The official test's inputs: six 5×5 float32 parameters, the last frozen,
+    every gradient all ones (the gradient of the sum), max_norm 1e-2; the
+    clipped gradients within atol 1e-6 of torch.nn.utils.clip_grad_norm_'s."""
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(5, 5, generator=gen)) for _ in range(6)]
+    params[-1].requires_grad_(False)
+    for p in params[:-1]:
+        p.grad = torch.ones(5, 5)
+    originals = [None if p.grad is None else p.grad.clone() for p in params]
+    run_gradient_clipping(params, 1e-2)
+    assert params[-1].grad is None, "3.gradient_clipping: the frozen parameter must keep grad None"
+    assert_close(
+        _present([p.grad for p in params]),
+        _present(clipped_grads_torch(originals, 1e-2)),
+        CLIP_OFFICIAL,
+        rule="3.gradient_clipping: the official test's case (global norm √125 ≈ 11.18, max_norm 0.01)",
+        hints=[
+            (
+                "clipped each parameter by its own norm: use one global norm over all gradients",
+                lambda: _present(clipped_grads_formula(originals, 1e-2, per_tensor=True)),
+            ),
+            ("gradients left unscaled", lambda: _present(originals)),
+        ],
+    )
+
+
+# Two float32 cases where the epsilon shows: global norm 0.02 and 0.05, just
+# above max_norm. The SPEC's +1e-6 on the norm changes the clipped gradients by
+# 5e-5 and 2e-5 relative, 1e-8 inside the square root by 1.25e-5 and 2e-6, far
+# above float32 rounding (1e-7).
+_EPS_CASES = ((0.02, 0.01), (0.05, 0.02))
+
+
+@spec("3.gradient_clipping")
+@strict
+def test_gradient_clipping_epsilon_on_the_norm(run_gradient_clipping):
+    """STRICT: the scale is max_norm/(norm + 1e-6), the handout's epsilon on the
+    norm, to float32 accuracy. Another epsilon or its placement (1e-8 inside the
+    square root, none) passes the MUST tests (the official tolerance admits it)
+    and is named here."""
+
+    def clip(norm: float, max_norm: float) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        gen = torch.Generator().manual_seed(7)
+        raw = [torch.randn(4, 3, generator=gen, dtype=F64), torch.randn(5, generator=gen, dtype=F64)]
+        total = math.sqrt(sum(float((g * g).sum()) for g in raw))
+        grads = [(g * norm / total).float() for g in raw]
+        params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        run_gradient_clipping(params, max_norm)
+        return _present([p.grad for p in params]), grads
+
+    def forms(grads, max_norm):
+        return {
+            "no epsilon, max_norm/norm (or one far below 1e-6)": clipped_grads_formula(grads, max_norm, eps=0.0),
+            "epsilon inside the square root, max_norm/sqrt(Σg² + 1e-8)": clipped_grads_formula(
+                grads, max_norm, eps=1e-8, eps_in_sqrt=True
+            ),
+        }
+
+    observed = [clip(norm, max_norm) for norm, max_norm in _EPS_CASES]
+    for (actual, grads), (norm, max_norm) in zip(observed, _EPS_CASES):
+        # A cause is named only when it reproduces the output on both cases.
+        causes = [
+            cause
+            for cause in forms(grads, max_norm)
+            if all(
+                describe_mismatch(a, _present(forms(g, m)[cause]), CLIP_F32) is None
+                for (a, g), (_, m) in zip(observed, _EPS_CASES)
+            )
+        ]
+        assert_close(
+            actual,
+            _present(clipped_grads_formula(grads, max_norm)),
+            CLIP_F32,
+            rule="3.gradient_clipping: the scale is max_norm/(norm + 1e-6) (the handout's epsilon, on the norm)",
+            hints=[(cause, lambda a=actual: a) for cause in causes],
+            context=f"float32 gradients of global norm {norm}, max_norm {max_norm}",
+        )
 
 
 @spec("3.gradient_clipping")
@@ -380,7 +475,7 @@ def test_gradient_clipping_uses_one_global_norm(run_gradient_clipping):
     assert_close(
         _present([p.grad for p in params]),
         expected,
-        CLIP_F32,
+        CLIP_OFFICIAL,
         rule="3.gradient_clipping: the norm is global over all parameters, not per parameter",
         hints=[
             (

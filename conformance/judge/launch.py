@@ -25,9 +25,38 @@ from typing import Any
 
 from lmspec import ROOT
 from lmspec.conformance import options, profiles
+from lmspec.conformance.plain import plain_data
 from lmspec.conformance.target import Target
 
 LOG_CAP = 2_000_000
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that started
+    it ends (PR_SET_PDEATHSIG), so a killed grader or test run leaves no
+    judge behind (the judge, told by SIGTERM, ends its whole process group:
+    conformance/plugin.py). A no-op where prctl does not exist."""
+
+    def apply() -> None:
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, sig)
+
+    return apply
+
+
+def end_group_on_sigterm() -> None:
+    """In a judge that leads its own process group (the grader starts it so):
+    SIGTERM ends the group at once, its xdist workers included (their
+    sandboxed workers die with them)."""
+    if os.getpgid(0) != os.getpid():
+        return
+
+    def end(signum: int, frame: Any) -> None:
+        os.killpg(os.getpid(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end)
 
 
 def suite_paths(settings: Any, target: Target) -> list[str]:
@@ -147,6 +176,7 @@ def run_judge(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),
         )
         try:
             while proc.poll() is None:
@@ -167,7 +197,7 @@ def run_judge(
     data = None
     if report.is_file():
         try:
-            data = json.loads(report.read_text())
+            data = plain_data(json.loads(report.read_text()))
         except ValueError:
             data = None
     if data is None and timed_out:
@@ -185,5 +215,5 @@ def _partial_report(progress_file: Path) -> dict[str, Any]:
             except ValueError:
                 continue
             if "nodeid" in event and "record" in event:
-                tests.append(event["record"])
+                tests.append(plain_data(event["record"]))
     return {"tests": tests, "partial": True, "warnings": [], "compromised": [], "faults": []}

@@ -22,6 +22,7 @@ __all__ = [
     "count_pretokens",
     "iter_pretokens",
     "special_prefix_start",
+    "special_spans",
     "special_token_regex",
     "split_final_pretokens",
     "split_on_special_tokens",
@@ -56,24 +57,42 @@ def special_token_regex(special_tokens: Sequence[str]) -> regex.Pattern | None:
     return _special_regex(_check_special_tokens(special_tokens))
 
 
+def special_spans(
+    text: str, pattern: regex.Pattern | None, limit: int | None = None
+) -> tuple[list[tuple[int, int, str | None]], int]:
+    """``text`` cut at the special tokens ``pattern`` matches: the spans in order,
+    ``(start, stop, None)`` for ordinary text (never empty) and ``(start, stop,
+    token)`` for a special token, up to the end of the last special token that
+    starts before ``limit`` (default: anywhere); and where the text after them starts.
+
+    The one split on special tokens: ``split_on_special_tokens`` and the
+    tokenizer's encoders read it (positions, so the GPT-2 pattern can scan
+    ``text`` in place). Example: ``special_spans("a<|e|>b", special_token_regex(["<|e|>"]))
+    == ([(0, 1, None), (1, 6, "<|e|>")], 6)``.
+    """
+    spans: list[tuple[int, int, str | None]] = []
+    start = 0
+    if pattern is not None:
+        for match in pattern.finditer(text):
+            if limit is not None and match.start() >= limit:
+                break
+            if match.start() > start:
+                spans.append((start, match.start(), None))
+            spans.append((match.start(), match.end(), match.group()))
+            start = match.end()
+    return spans, start
+
+
 def split_on_special_tokens(text: str, special_tokens: Sequence[str]) -> list[tuple[str, bool]]:
     """Cut ``text`` into ``(piece, is_special)`` pairs in order; empty text pieces are dropped.
 
     Example: ``split_on_special_tokens("a<|e|>b", ["<|e|>"]) ==
     [("a", False), ("<|e|>", True), ("b", False)]``.
     """
-    pattern = special_token_regex(special_tokens)
-    if pattern is None:
-        return [(text, False)] if text else []
-    pieces: list[tuple[str, bool]] = []
-    start = 0
-    for match in pattern.finditer(text):
-        if match.start() > start:
-            pieces.append((text[start : match.start()], False))
-        pieces.append((match.group(), True))
-        start = match.end()
-    if start < len(text):
-        pieces.append((text[start:], False))
+    spans, rest = special_spans(text, special_token_regex(special_tokens))
+    pieces = [(text[start:stop], special is not None) for start, stop, special in spans]
+    if rest < len(text):
+        pieces.append((text[rest:], False))
     return pieces
 
 

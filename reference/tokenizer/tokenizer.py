@@ -29,6 +29,7 @@ from lmspec.reference.tokenizer.pretokenize import (
     GPT2_REGEX,
     _check_special_tokens,
     special_prefix_start,
+    special_spans,
     special_token_regex,
     split_final_pretokens,
 )
@@ -162,18 +163,17 @@ class Tokenizer:
         return self._encode(text, self._cache)
 
     def _encode(self, text: str, cache: _PretokenCache) -> list[int]:
-        pattern = self._special_regex
-        if pattern is None:
-            return self._encode_pretokens(GPT2_REGEX.findall(text), cache)
+        spans, rest = special_spans(text, self._special_regex)
+        return self._encode_spans(text, spans, cache) + self._encode_pretokens(GPT2_REGEX.findall(text, rest), cache)
+
+    def _encode_spans(self, text: str, spans: list[tuple[int, int, str | None]], cache: _PretokenCache) -> list[int]:
+        """Ids of ``text``'s spans (``special_spans``): ordinary text pre-tokenized in place."""
         ids: list[int] = []
-        start = 0
-        for match in pattern.finditer(text):
-            if match.start() > start:
-                ids += self._encode_pretokens(GPT2_REGEX.findall(text, start, match.start()), cache)
-            ids.append(self._special_ids[match.group()])
-            start = match.end()
-        if start < len(text):
-            ids += self._encode_pretokens(GPT2_REGEX.findall(text, start), cache)
+        for start, stop, special in spans:
+            if special is None:
+                ids += self._encode_pretokens(GPT2_REGEX.findall(text, start, stop), cache)
+            else:
+                ids.append(self._special_ids[special])
         return ids
 
     def encode_iterable(
@@ -228,20 +228,10 @@ class Tokenizer:
 
     def _encode_final_prefix(self, text: str, cache: _PretokenCache) -> tuple[list[int], int]:
         """Ids of the longest prefix of ``text`` that more text cannot change, and its length."""
-        ids: list[int] = []
-        segment_start = 0
-        hold = len(text)
-        pattern = self._special_regex
-        if pattern is not None:
-            # Matches starting before `hold` lie inside `text` and are final.
-            hold = special_prefix_start(text, self.special_tokens)
-            for match in pattern.finditer(text):
-                if match.start() >= hold:
-                    break
-                if match.start() > segment_start:
-                    ids += self._encode_pretokens(GPT2_REGEX.findall(text, segment_start, match.start()), cache)
-                ids.append(self._special_ids[match.group()])
-                segment_start = match.end()
+        # Special tokens starting before `hold` lie inside `text` and are final.
+        hold = len(text) if self._special_regex is None else special_prefix_start(text, self.special_tokens)
+        spans, segment_start = special_spans(text, self._special_regex, hold)
+        ids = self._encode_spans(text, spans, cache)
         pretokens, consumed = split_final_pretokens(text[segment_start : max(hold, segment_start)])
         ids += self._encode_pretokens(pretokens, cache)
         return ids, segment_start + consumed

@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from pathlib import Path
 
@@ -63,6 +63,7 @@ def train_bpe(
     *,
     num_workers: int | None = None,
     progress: bool | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file (SPEC §1.2).
 
@@ -72,6 +73,7 @@ def train_bpe(
         num_workers: most worker processes for pre-token counting (default: CPU
             count); files under ``PARALLEL_MIN_BYTES`` are counted in-process.
         progress: tqdm bars; default on for inputs of ``PROGRESS_MIN_BYTES`` or more.
+        on_phase: called with a line as each phase starts (pre-tokenize, merges).
 
     Raises:
         ValueError: ``vocab_size`` below 256 + number of special tokens, or the
@@ -85,7 +87,11 @@ def train_bpe(
         raise FileNotFoundError(f"train_bpe: input file {str(path)!r} does not exist or is not a file")
     if progress is None:
         progress = path.stat().st_size >= PROGRESS_MIN_BYTES
+    if on_phase is not None:
+        on_phase(f"pre-tokenizing {path} ({path.stat().st_size:,} bytes)")
     counts = count_file_pretokens(path, specials, num_workers=num_workers, progress=progress)
+    if on_phase is not None:
+        on_phase(f"merging: up to {vocab_size - 256 - len(specials):,} merges over {len(counts):,} distinct pre-tokens")
     return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
 
 
@@ -293,7 +299,32 @@ def train_bpe_from_counts(
     words, freqs = _initial_words(word_counts)
     # Keys of special ids are never used: specials never take part in pairs.
     keys = [_reversed_key(vocab[i]) for i in range(len(vocab))]
+    pair_counts, pair_words = _count_pairs(words, freqs)
+    heap = [(-count, keys[a] + keys[b], a, b) for (a, b), count in pair_counts.items()]
+    heapify(heap)
 
+    bar = tqdm(total=vocab_size - len(vocab), desc="merges", disable=not progress)
+    while len(vocab) < vocab_size:
+        best = _pop_most_frequent(heap, pair_counts)
+        if best is None:
+            break  # no pair left to merge
+        a, b = best
+        new_id = len(vocab)
+        vocab[new_id] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        keys.append(_reversed_key(vocab[new_id]))
+        deltas = _merge_in_words(words, freqs, pair_words, best, new_id)
+        pair_counts.pop(best, None)  # every occurrence is gone
+        _apply_deltas(deltas, pair_counts, pair_words, heap, keys)
+        bar.update(1)
+    bar.close()
+    return vocab, merges
+
+
+def _count_pairs(
+    words: list[list[int]], freqs: list[int]
+) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], set[int]]]:
+    """How often each adjacent pair occurs (weighted by the words' counts), and which words hold it."""
     pair_counts: dict[tuple[int, int], int] = {}
     pair_words: dict[tuple[int, int], set[int]] = {}
     for wi, word in enumerate(words):
@@ -305,77 +336,91 @@ def train_bpe_from_counts(
                 pair_words[pair] = {wi}
             else:
                 holders.add(wi)
-    heap = [(-count, keys[a] + keys[b], a, b) for (a, b), count in pair_counts.items()]
-    heapify(heap)
+    return pair_counts, pair_words
 
-    bar = tqdm(total=vocab_size - len(vocab), desc="merges", disable=not progress)
-    while len(vocab) < vocab_size:
-        while heap:
-            neg_count, _, a, b = heappop(heap)
-            if pair_counts.get((a, b)) == -neg_count:
-                break  # else stale: that pair's count changed after this entry was pushed
+
+def _pop_most_frequent(
+    heap: list[tuple[int, str, int, int]], pair_counts: dict[tuple[int, int], int]
+) -> tuple[int, int] | None:
+    """The most frequent pair (ties: the lexicographically greater one), None when none is left."""
+    while heap:
+        neg_count, _, a, b = heappop(heap)
+        if pair_counts.get((a, b)) == -neg_count:
+            return a, b
+        # else stale: that pair's count changed after this entry was pushed
+    return None
+
+
+def _merge_in_words(
+    words: list[list[int]],
+    freqs: list[int],
+    pair_words: dict[tuple[int, int], set[int]],
+    merged_pair: tuple[int, int],
+    new_id: int,
+) -> dict[tuple[int, int], int]:
+    """Replace ``merged_pair`` by ``new_id`` in every word holding it; the pair counts' changes."""
+    a, b = merged_pair
+    deltas: dict[tuple[int, int], int] = {}
+    for wi in pair_words.pop(merged_pair):
+        word = words[wi]
+        positions = [i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair]
+        if not positions:
+            continue  # stale holder: pair_words sets may overshoot, never undershoot
+        count = freqs[wi]
+        n = len(word)
+        if len(positions) == 1:
+            # Fast path: only the pairs next to the occurrence change.
+            i = positions[0]
+            if i > 0:
+                left = word[i - 1]
+                deltas[(left, a)] = deltas.get((left, a), 0) - count
+                deltas[(left, new_id)] = deltas.get((left, new_id), 0) + count
+                pair_words.setdefault((left, new_id), set()).add(wi)
+            if i + 2 < n:
+                right = word[i + 2]
+                deltas[(b, right)] = deltas.get((b, right), 0) - count
+                deltas[(new_id, right)] = deltas.get((new_id, right), 0) + count
+                pair_words.setdefault((new_id, right), set()).add(wi)
+            words[wi] = [*word[:i], new_id, *word[i + 2 :]]
+            continue
+        if a == b:  # "aaa": occurrences overlap; keep them left to right
+            kept = [positions[0]]
+            for i in positions[1:]:
+                if i >= kept[-1] + 2:
+                    kept.append(i)
+            positions = kept
+        merged: list[int] = []
+        start = 0
+        for i in positions:
+            merged += word[start:i]
+            merged.append(new_id)
+            start = i + 2
+        merged += word[start:]
+        for pair in itertools.pairwise(word):
+            deltas[pair] = deltas.get(pair, 0) - count
+        for pair in itertools.pairwise(merged):
+            deltas[pair] = deltas.get(pair, 0) + count
+            if new_id in pair:
+                pair_words.setdefault(pair, set()).add(wi)
+        words[wi] = merged
+    return deltas
+
+
+def _apply_deltas(
+    deltas: dict[tuple[int, int], int],
+    pair_counts: dict[tuple[int, int], int],
+    pair_words: dict[tuple[int, int], set[int]],
+    heap: list[tuple[int, str, int, int]],
+    keys: list[str],
+) -> None:
+    """New counts of the pairs a merge changed, pushed on the heap (gone pairs forgotten)."""
+    for pair, delta in deltas.items():
+        if delta == 0:
+            continue  # pair not touching the merge: its count is unchanged
+        count = pair_counts.get(pair, 0) + delta
+        if count > 0:
+            pair_counts[pair] = count
+            heappush(heap, (-count, keys[pair[0]] + keys[pair[1]], pair[0], pair[1]))
         else:
-            break  # no pair left to merge
-        new_id = len(vocab)
-        vocab[new_id] = vocab[a] + vocab[b]
-        merges.append((vocab[a], vocab[b]))
-        keys.append(_reversed_key(vocab[new_id]))
-
-        deltas: dict[tuple[int, int], int] = {}
-        merged_pair = (a, b)
-        for wi in pair_words.pop(merged_pair):
-            word = words[wi]
-            positions = [i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair]
-            if not positions:
-                continue  # stale holder: pair_words sets may overshoot, never undershoot
-            count = freqs[wi]
-            n = len(word)
-            if len(positions) == 1:
-                # Fast path: only the pairs next to the occurrence change.
-                i = positions[0]
-                if i > 0:
-                    left = word[i - 1]
-                    deltas[(left, a)] = deltas.get((left, a), 0) - count
-                    deltas[(left, new_id)] = deltas.get((left, new_id), 0) + count
-                    pair_words.setdefault((left, new_id), set()).add(wi)
-                if i + 2 < n:
-                    right = word[i + 2]
-                    deltas[(b, right)] = deltas.get((b, right), 0) - count
-                    deltas[(new_id, right)] = deltas.get((new_id, right), 0) + count
-                    pair_words.setdefault((new_id, right), set()).add(wi)
-                words[wi] = [*word[:i], new_id, *word[i + 2 :]]
-                continue
-            if a == b:  # "aaa": occurrences overlap; keep them left to right
-                kept = [positions[0]]
-                for i in positions[1:]:
-                    if i >= kept[-1] + 2:
-                        kept.append(i)
-                positions = kept
-            merged: list[int] = []
-            start = 0
-            for i in positions:
-                merged += word[start:i]
-                merged.append(new_id)
-                start = i + 2
-            merged += word[start:]
-            for pair in itertools.pairwise(word):
-                deltas[pair] = deltas.get(pair, 0) - count
-            for pair in itertools.pairwise(merged):
-                deltas[pair] = deltas.get(pair, 0) + count
-                if new_id in pair:
-                    pair_words.setdefault(pair, set()).add(wi)
-            words[wi] = merged
-        pair_counts.pop(merged_pair, None)  # every occurrence is gone
-        for pair, delta in deltas.items():
-            if delta == 0:
-                continue  # pair not touching the merge: its count is unchanged
-            count = pair_counts.get(pair, 0) + delta
-            if count > 0:
-                pair_counts[pair] = count
-                heappush(heap, (-count, keys[pair[0]] + keys[pair[1]], pair[0], pair[1]))
-            else:
-                pair_counts.pop(pair, None)
-                pair_words.pop(pair, None)
-        bar.update(1)
-    bar.close()
-    return vocab, merges
+            pair_counts.pop(pair, None)
+            pair_words.pop(pair, None)

@@ -200,13 +200,212 @@ def _train(
     progress: bool,
     say: Callable[[str], None],
 ) -> TrainResult:
-    mcfg = config.model
-    dtype = getattr(torch, config.dtype)
-    out_dir = Path(config.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    run = _Run(config, device, train_tokens, val_tokens, say)
+    run.log_untrained()
+    bar = tqdm(
+        total=config.steps, initial=run.start, desc="train", unit="step", disable=not progress, dynamic_ncols=True
+    )
+    run.model.train()
+    interrupt = _GracefulInterrupt(say)
+    try:
+        with interrupt:
+            while run.step < config.steps and not interrupt.requested:
+                run.train_step()
+                bar.update(1)
+                run.after_step(bar)
+        if interrupt.requested and run.step < config.steps:
+            run.stop_interrupted()
+    except BaseException as exc:
+        bar.close()
+        run.stop_on_error(exc)
+        _plot_quietly(config, run.log.path, run.out_dir)
+        raise
+    bar.close()
+    return run.result(_plot_quietly(config, run.log.path, run.out_dir))
+
+
+class _Run:
+    """One training run: its model, optimizer, data generator, log and
+    counters, and the steps ``_train`` takes with them."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        device: torch.device,
+        train_tokens: TokenArray,
+        val_tokens: TokenArray | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self.config, self.device, self.say = config, device, say
+        self.train_tokens, self.val_tokens = train_tokens, val_tokens
+        self.dtype = getattr(torch, config.dtype)
+        self.out_dir = Path(config.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.ckpt_path = config.checkpoint_path
+        self.ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+        resume_path = _resume_path(config)
+        _announce_start(config, resume_path, say)
+        torch.manual_seed(config.seed)
+        self.model = TransformerLM(config.model, device=device)
+        self.optimizer = AdamW(
+            self.model.parameters(), lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay
+        )
+        self.batch_rng = np.random.default_rng(config.seed)
+        self.start, self.elapsed_before, self.tokens_seen = 0, 0.0, 0
+        if resume_path is not None:
+            self.start, self.elapsed_before, self.tokens_seen = _resume(
+                resume_path, config, self.model, self.optimizer, self.batch_rng
+            )
+            say(f"resumed from {resume_path} at step {self.start}")
+        (self.out_dir / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        self.log = _JsonlLog(self.out_dir / LOG_NAME, keep_through=self.start if resume_path else None)
+        self.clip_at = config.max_grad_norm if config.max_grad_norm is not None else math.inf
+        self.tokens_per_step = config.batch_size * config.model.context_length
+        self.t0 = time.perf_counter()
+        self.step = self.saved_step = self.start  # saved_step: the newest step whose state is on disk (or start)
+        self.last_train: float | None = None
+        self.last_val: float | None = None
+        self.window: list[float] = []
+        self.grad_norm = math.nan
+        self.lr = math.nan
+        self.phase = "idle"  # "batch": forward/backward running; "update": the optimizer is writing
+        self.rng_before: dict[str, Any] = self.batch_rng.bit_generator.state
+
+    def schedule(self, t: int) -> float:
+        c = self.config
+        return cosine_lr(t, c.lr, c.min_lr, c.warmup_iters, c.cosine_iters)
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.t0
+
+    def evaluate(self) -> float | None:
+        if self.val_tokens is None:
+            return None
+        c = self.config
+        return evaluate(
+            self.model, self.val_tokens, c.model.context_length, c.batch_size, c.eval_batches, self.device, self.dtype
+        )
+
+    def save(self, step: int) -> None:
+        metadata = {
+            "config": self.config.to_dict(),
+            "data_rng": self.batch_rng.bit_generator.state,
+            "elapsed_s": self.elapsed(),
+            "tokens_seen": self.tokens_seen,
+        }
+        save_checkpoint(self.model, self.optimizer, step, self.ckpt_path, save_rng_state=True, metadata=metadata)
+        if self.config.keep_checkpoints:
+            _atomic_copy(self.ckpt_path, self.ckpt_path.with_suffix(f".step{step}{self.ckpt_path.suffix}"))
+        self.saved_step = step
+
+    def log_untrained(self) -> None:
+        """A fresh run logs the untrained model's validation loss (≈ ln(vocab_size)) at step 0."""
+        if self.start == 0 and self.val_tokens is not None:
+            self.last_val = self.evaluate()
+            self.log.write(_record(0, None, self.last_val, self.schedule(0), None, 0, self.elapsed()))
+
+    def train_step(self) -> None:
+        """Update ``t = step + 1``: draw its batch, forward, backward, clip, step."""
+        t = self.step + 1
+        self.lr = lr = self.schedule(t)
+        self.rng_before = self.batch_rng.bit_generator.state
+        self.phase = "batch"
+        x, y = get_batch(
+            self.train_tokens,
+            self.config.batch_size,
+            self.config.model.context_length,
+            self.device,
+            generator=self.batch_rng,
+        )
+        with _autocast(self.device, self.dtype):
+            loss = cross_entropy(self.model(x), y)
+        loss_value = float(loss.detach())
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(
+                f"training loss is {loss_value} at step {t} (lr {lr:.3g}): try a lower lr or max_grad_norm"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.grad_norm = clip_grad_norm(self.model.parameters(), self.clip_at)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.phase = "update"
+        self.optimizer.step()
+        self.step, self.phase = t, "idle"
+        self.tokens_seen += self.tokens_per_step
+        self.window.append(loss_value)
+
+    def after_step(self, bar: Any) -> None:
+        """Log, evaluate and checkpoint at their intervals (and at the last step)."""
+        c, step = self.config, self.step
+        final = step == c.steps
+        do_eval = self.val_tokens is not None and (_every(step, c.eval_interval) or final)
+        if do_eval or final or _every(step, c.log_interval):
+            self.last_train = sum(self.window) / len(self.window)
+            self.window.clear()
+            if do_eval:
+                self.last_val = self.evaluate()
+            val = self.last_val if do_eval else None
+            self.log.write(
+                _record(step, self.last_train, val, self.lr, self.grad_norm, self.tokens_seen, self.elapsed())
+            )
+            bar.set_postfix(loss=f"{self.last_train:.3f}", lr=f"{self.lr:.2e}", refresh=False)
+            if do_eval:
+                self.say(_summary(step, c.steps, self.last_train, self.last_val, self.lr, self.elapsed()))
+        if final or _every(step, c.checkpoint_interval):
+            self.save(step)
+
+    def stop_interrupted(self) -> None:
+        """Ctrl-C: log the partial window, save the last step, say how to resume."""
+        step = self.step
+        if self.window:
+            self.last_train = sum(self.window) / len(self.window)
+            self.log.write(
+                _record(
+                    step, self.last_train, None, self.schedule(step), self.grad_norm, self.tokens_seen, self.elapsed()
+                )
+            )
+        if step > self.saved_step:
+            self.save(step)
+        self.say(
+            f"interrupted: checkpoint of step {step} saved to {self.ckpt_path}; resume with --resume {self.ckpt_path}"
+        )
+
+    def stop_on_error(self, exc: BaseException) -> None:
+        """Save the last completed step unless the optimizer was writing (then the state is torn)."""
+        step = self.step
+        if self.phase == "batch":  # the batch was drawn but not applied: undo the draw
+            self.batch_rng.bit_generator.state = self.rng_before
+        if self.phase != "update" and step > self.saved_step:
+            try:
+                self.save(step)
+                self.say(f"{type(exc).__name__}: checkpoint of step {step} saved to {self.ckpt_path} before stopping")
+            except Exception as save_exc:  # report, but let the original error propagate
+                self.say(f"could not save a checkpoint after {type(exc).__name__}: {save_exc}")
+        elif self.phase == "update":
+            self.say(
+                f"{type(exc).__name__} inside the optimizer update: the state is inconsistent and "
+                f"was not saved; the last checkpoint is step {self.saved_step} at {self.ckpt_path}"
+            )
+
+    def result(self, plot_path: Path | None) -> TrainResult:
+        return TrainResult(
+            step=self.step,
+            start_step=self.start,
+            train_loss=self.last_train,
+            val_loss=self.last_val,
+            tokens_seen=self.tokens_seen,
+            elapsed_s=self.elapsed(),
+            checkpoint=self.ckpt_path,
+            log_path=self.log.path,
+            plot_path=plot_path,
+            interrupted=self.step < self.config.steps,
+        )
+
+
+def _announce_start(config: TrainConfig, resume_path: Path | None, say: Callable[[str], None]) -> None:
+    """Say that ``resume="auto"`` found nothing; warn before a fresh run overwrites a checkpoint."""
     ckpt_path = config.checkpoint_path
-    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-    resume_path = _resume_path(config)
     if config.resume == "auto" and resume_path is None:
         say(f"resume auto: no checkpoint at {ckpt_path} yet, starting from step 0")
     elif resume_path is None and ckpt_path.exists():
@@ -215,173 +414,6 @@ def _train(
             "overwritten (pass resume='auto' / --resume auto to continue it)",
             stacklevel=2,
         )
-
-    torch.manual_seed(config.seed)
-    model = TransformerLM(mcfg, device=device)
-    optimizer = AdamW(
-        model.parameters(),
-        lr=config.lr,
-        betas=config.betas,
-        eps=config.eps,
-        weight_decay=config.weight_decay,
-    )
-    batch_rng = np.random.default_rng(config.seed)
-    start, elapsed_before, tokens_seen = 0, 0.0, 0
-    if resume_path is not None:
-        start, elapsed_before, tokens_seen = _resume(resume_path, config, model, optimizer, batch_rng)
-        say(f"resumed from {resume_path} at step {start}")
-    (out_dir / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-    log = _JsonlLog(out_dir / LOG_NAME, keep_through=start if resume_path else None)
-
-    def schedule(t: int) -> float:
-        return cosine_lr(t, config.lr, config.min_lr, config.warmup_iters, config.cosine_iters)
-
-    clip_at = config.max_grad_norm if config.max_grad_norm is not None else math.inf
-    tokens_per_step = config.batch_size * mcfg.context_length
-    t0 = time.perf_counter()
-
-    def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - t0
-
-    def run_eval() -> float | None:
-        if val_tokens is None:
-            return None
-        return evaluate(
-            model,
-            val_tokens,
-            mcfg.context_length,
-            config.batch_size,
-            config.eval_batches,
-            device,
-            dtype,
-        )
-
-    def save(step: int) -> None:
-        metadata = {
-            "config": config.to_dict(),
-            "data_rng": batch_rng.bit_generator.state,
-            "elapsed_s": elapsed(),
-            "tokens_seen": tokens_seen,
-        }
-        save_checkpoint(model, optimizer, step, ckpt_path, save_rng_state=True, metadata=metadata)
-        if config.keep_checkpoints:
-            _atomic_copy(ckpt_path, ckpt_path.with_suffix(f".step{step}{ckpt_path.suffix}"))
-
-    step = saved_step = start  # saved_step: the newest step whose state is on disk (or start)
-    last_train: float | None = None
-    last_val: float | None = None
-    window: list[float] = []
-    grad_norm = math.nan
-    phase = "idle"  # "batch": forward/backward running; "update": the optimizer is writing
-    if start == 0 and val_tokens is not None:
-        last_val = run_eval()  # the untrained model's loss, ≈ ln(vocab_size)
-        log.write(_record(0, None, last_val, schedule(0), None, 0, elapsed()))
-    bar = tqdm(
-        total=config.steps,
-        initial=start,
-        desc="train",
-        unit="step",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
-    model.train()
-    interrupt = _GracefulInterrupt(say)
-    try:
-        with interrupt:
-            while step < config.steps and not interrupt.requested:
-                t = step + 1
-                lr = schedule(t)
-                rng_before = batch_rng.bit_generator.state
-                phase = "batch"
-                x, y = get_batch(
-                    train_tokens,
-                    config.batch_size,
-                    mcfg.context_length,
-                    device,
-                    generator=batch_rng,
-                )
-                with _autocast(device, dtype):
-                    loss = cross_entropy(model(x), y)
-                loss_value = float(loss.detach())
-                if not math.isfinite(loss_value):
-                    raise FloatingPointError(
-                        f"training loss is {loss_value} at step {t} (lr {lr:.3g}): try a lower lr or max_grad_norm"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = clip_grad_norm(model.parameters(), clip_at)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                phase = "update"
-                optimizer.step()
-                step, phase = t, "idle"
-                tokens_seen += tokens_per_step
-                window.append(loss_value)
-                bar.update(1)
-
-                final = step == config.steps
-                do_eval = val_tokens is not None and (_every(step, config.eval_interval) or final)
-                if do_eval or final or _every(step, config.log_interval):
-                    last_train = sum(window) / len(window)
-                    window.clear()
-                    if do_eval:
-                        last_val = run_eval()
-                    log.write(
-                        _record(
-                            step,
-                            last_train,
-                            last_val if do_eval else None,
-                            lr,
-                            grad_norm,
-                            tokens_seen,
-                            elapsed(),
-                        )
-                    )
-                    bar.set_postfix(loss=f"{last_train:.3f}", lr=f"{lr:.2e}", refresh=False)
-                    if do_eval:
-                        say(_summary(step, config.steps, last_train, last_val, lr, elapsed()))
-                if final or _every(step, config.checkpoint_interval):
-                    save(step)
-                    saved_step = step
-        if interrupt.requested and step < config.steps:
-            if window:
-                last_train = sum(window) / len(window)
-                log.write(_record(step, last_train, None, schedule(step), grad_norm, tokens_seen, elapsed()))
-            if step > saved_step:
-                save(step)
-                saved_step = step
-            say(f"interrupted: checkpoint of step {step} saved to {ckpt_path}; resume with --resume {ckpt_path}")
-    except BaseException as exc:
-        bar.close()
-        if phase == "batch":  # the batch was drawn but not applied: undo the draw
-            batch_rng.bit_generator.state = rng_before
-        if phase != "update" and step > saved_step:
-            try:
-                save(step)
-                say(f"{type(exc).__name__}: checkpoint of step {step} saved to {ckpt_path} before stopping")
-            except Exception as save_exc:  # report, but let the original error propagate
-                say(f"could not save a checkpoint after {type(exc).__name__}: {save_exc}")
-        elif phase == "update":
-            say(
-                f"{type(exc).__name__} inside the optimizer update: the state is inconsistent and "
-                f"was not saved; the last checkpoint is step {saved_step} at {ckpt_path}"
-            )
-        _plot_quietly(config, log.path, out_dir)
-        raise
-    bar.close()
-    plot_path = _plot_quietly(config, log.path, out_dir)
-    return TrainResult(
-        step=step,
-        start_step=start,
-        train_loss=last_train,
-        val_loss=last_val,
-        tokens_seen=tokens_seen,
-        elapsed_s=elapsed(),
-        checkpoint=ckpt_path,
-        log_path=log.path,
-        plot_path=plot_path,
-        interrupted=step < config.steps,
-    )
 
 
 # --- helpers ---------------------------------------------------------------------

@@ -14,8 +14,11 @@ about workers x jobs judge processes; docs/course.md.
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from lmspec.conformance.judge.launch import Progress
 from lmspec.conformance.target import Target, TargetError, resolve
 from lmspec.tools.grade.batch import find_submissions, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
-from lmspec.tools.grade.outputs import write_outputs, write_spec_page
+from lmspec.tools.grade.outputs import FILES, write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
 
@@ -35,9 +38,21 @@ class UsageError(Exception):
     """Bad arguments (exit status 2)."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are one line (no usage block): ``lmspec grade: error: ...``."""
+
+    def error(self, message: str) -> "typing.NoReturn":
+        raise UsageError(message.replace("argument ", "", 1) if message.startswith("argument ") else message)
+
+
+def usage_line(prog: str, message: str) -> str:
+    """One line per mistake: what was given, what is accepted, where the help is."""
+    return f"{prog}: error: {message} (see {prog} --help)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The grader's command line: TARGET and the options of conformance/options.py."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="lmspec grade",
         description="Grade an implementation with the lmspec conformance suite: a CS336 repository "
         "(its tests/adapters.py), an adapters file, a reader's module (gpt2), or an importable module; "
@@ -59,28 +74,47 @@ def _formats(args: argparse.Namespace) -> list[str]:
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise UsageError(f"--format: unknown {', '.join(unknown)} (choose from {', '.join(FORMATS)})")
+        raise UsageError(
+            f"--format {args.format}: unknown {', '.join(unknown)}; expected a comma list of {', '.join(FORMATS)}"
+        )
     return formats
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
     for name in ("timeout_per_call", "timeout", "startup_timeout"):
         if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be > 0")
-    if args.memory_limit < 0 or (args.jobs is not None and args.jobs < 1):
-        raise UsageError("--memory-limit must be >= 0 and --jobs >= 1")
-    if args.workers is not None and (args.workers < 1 or args.scheduler):
-        raise UsageError("--workers must be >= 1, and not with --scheduler (the cluster has its own workers)")
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name):g}: expected a number of seconds > 0")
+    if args.memory_limit < 0:
+        raise UsageError(f"--memory-limit {args.memory_limit:g}: expected a number of GB >= 0 (0: no limit)")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: expected a number of judge processes >= 1")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: expected a number of Dask workers >= 1")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers goes without --scheduler (the cluster at --scheduler has its own workers)")
 
 
-def _check_spec(args: argparse.Namespace) -> None:
+def _check_profile(args: argparse.Namespace) -> None:
     if args.profile is not None and args.profile not in profiles.NAMES:
-        raise UsageError(f"--profile: unknown {args.profile!r} (choose from {', '.join(profiles.NAMES)})")
-    if args.spec:
-        ids = [i.id for p in profiles.all_profiles() for i in p.items]
-        for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
-            if not any(i == sel or i.startswith(sel + ".") for i in ids):
-                raise UsageError(f"--spec: {sel!r} matches no spec id (lmspec spec --list)")
+        raise UsageError(f"--profile {args.profile}: unknown profile; expected one of {', '.join(profiles.NAMES)}")
+
+
+def _check_spec(args: argparse.Namespace, target: Target | None) -> None:
+    """Every --spec selector names an item of what is graded (the target's
+    profile when it is known before the grading; any profile's otherwise)."""
+    if not args.spec:
+        return
+    known = target is not None and target.detected_by != "star-import"
+    chosen = [profiles.get(target.profile)] if known else list(profiles.all_profiles())  # type: ignore[union-attr]
+    ids = [i.id for p in chosen for i in p.items]
+    whose = f" of profile {chosen[0].name}" if known else ""
+    for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
+        if not any(i == sel or i.startswith(sel + ".") for i in ids):
+            sections = sorted({i.partition(".")[0] for i in ids})
+            raise UsageError(
+                f"--spec {sel}: matches no spec item{whose}; expected item ids or their prefixes, comma-separated "
+                f"(sections {', '.join(sections)}; every id: lmspec spec --list)"
+            )
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -107,6 +141,12 @@ def _check_environment(args: argparse.Namespace) -> None:
         problem = bwrap_problem()
         if problem is not None:
             raise UsageError(f"--sandbox bwrap: {problem}")
+    if args.fixtures:
+        from lmspec.conformance.fixtures import folder_problem
+
+        problem = folder_problem(args.fixtures)
+        if problem is not None:
+            raise UsageError(problem)
     for path in args.suite or []:
         if not Path(path).exists():
             raise UsageError(f"--suite {path}: not found")
@@ -116,7 +156,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
     """The formats, the points table and the target (None with --batch); UsageError on a mistake."""
     formats = _formats(args)
     _check_numbers(args)
-    _check_spec(args)
+    _check_profile(args)
     if args.target and args.adapter:
         raise UsageError("give TARGET or --adapter, not both")
     args.adapter = args.adapter or args.target
@@ -128,6 +168,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
             target = resolve(args.adapter, args.profile, python=args.python)
         except (TargetError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
+    _check_spec(args, target)
     try:
         points = load_points(args.points, target.profile if target else args.profile)
     except PointsFileError as exc:
@@ -136,14 +177,16 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
 
 
 class _ProgressDisplay:
-    """tqdm on a terminal; otherwise a line every 10% on stderr."""
+    """A tqdm bar on a terminal; elsewhere (a log file, CI) one line per
+    phase: when the tests start, and when they are done. "failed": tests
+    that failed, errored or timed out, scored and STRICT, as in the table."""
 
     def __init__(self, label: str, enabled: bool):
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()
         self.bar = None
         self.label = label
-        self.last_decile = -1
+        self.last: Progress | None = None
 
     def __call__(self, p: Progress) -> None:
         if not self.enabled:
@@ -156,30 +199,36 @@ class _ProgressDisplay:
             if p.total and self.bar.total != p.total:
                 self.bar.total = p.total
             self.bar.n = p.done
-            self.bar.set_postfix_str(f"{p.failures} not passed", refresh=False)
+            self.bar.set_postfix_str(f"{p.failures} failed", refresh=False)
             self.bar.refresh()
-        elif p.total:
-            decile = 10 * p.done // p.total
-            if decile != self.last_decile:
-                self.last_decile = decile
-                print(
-                    f"{self.label}: {p.done}/{p.total} tests, {p.failures} not passed",
-                    file=sys.stderr,
-                )
+        elif self.last is None:
+            total = f"{p.total} tests" if p.total else "the tests"
+            print(f"{self.label}: running {total}", file=sys.stderr, flush=True)
+        self.last = p
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.enabled and self.last is not None:
+            p = self.last
+            print(f"{self.label}: {p.done}/{p.total or p.done} tests done, {p.failures} failed", file=sys.stderr)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM and SIGHUP end the grading as Ctrl-C does: the judge and its workers are ended first
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
     parser = build_parser()
-    args = parser.parse_args(argv)  # exits 2 on bad arguments
     try:
+        args = parser.parse_args(argv)
         formats, points, target = _check_args(args)
     except UsageError as exc:
-        parser.print_usage(sys.stderr)
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(usage_line(parser.prog, str(exc)), file=sys.stderr)
         return 2
     try:
         if args.batch:
@@ -211,12 +260,15 @@ def _grade_one(args: argparse.Namespace, target: Any, formats: list[str], points
         report = grade(target, out=Path(args.out), settings=settings, points=points, progress=display)
     finally:
         display.close()
-    write_outputs(report, Path(args.out), tuple(formats), points)
+    out = Path(args.out)
+    write_outputs(report, out, tuple(formats), points)
     if "html" in formats:
-        write_spec_page(Path(args.out))
+        write_spec_page(out)
+    written = tuple(out / FILES[f] for f in ("json", "html") if f in formats)
     if "table" in formats and not args.quiet:
-        print(render_table(report, color=sys.stdout.isatty()))
+        print(render_table(report, color=sys.stdout.isatty(), files=written))
     if args.timings:
         print(render_timings(report))
-        print(f"  results: {Path(args.out) / 'results.json'}")
+        if "table" not in formats or args.quiet:
+            print("\n".join(f"  {path}" for path in written))
     return 0 if report.passed else 1

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from lmspec.conformance.judge import sandbox as worker_sandbox
+from lmspec.conformance.plain import plain
 from lmspec.tools.grade.files import inside
 from lmspec.tools.grade.repository import (
     MAX_PYPROJECT,
@@ -456,7 +457,7 @@ def _run_bounded(
 
 def clean_text(text: str, limit: int = 8000) -> str:
     """Submission-made text for a report: no control characters but newline and tab, at most ``limit``."""
-    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "", text)[-limit:]
+    return plain(text)[-limit:]
 
 
 def _last_line(output: str) -> str:

@@ -19,7 +19,7 @@ from lmspec.tools.grade import envs, pythons
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
 from lmspec.tools.grade.points import PointsTable
 from lmspec.tools.grade.repository import Repository, inspect
-from lmspec.tools.grade.results import GradeReport, build_report, error_report, timings
+from lmspec.tools.grade.results import GradeReport, build_report, error_report, load_error, timings
 
 
 class NotGraded(RuntimeError):
@@ -131,6 +131,25 @@ def _declared(repo: Repository, module: str) -> str | None:
     return None
 
 
+def syntax_error(target: Target) -> dict[str, Any] | None:
+    """The adapters file's syntax error, found without running anything
+    (``compile`` only parses), when the worker runs on the grader's own
+    interpreter (another version may accept other syntax): the import error
+    the worker would report, so that no suite that can only fail is run."""
+    if not target.is_file or target.problem or target.python not in (None, sys.executable):
+        return None
+    path = Path(target.adapter)
+    try:
+        if path.stat().st_size > 4 << 20:
+            return None
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return {"type": type(exc).__name__, "file": str(path), "line": exc.lineno, "message": exc.msg}
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return None
+    return None
+
+
 def _guarded_run(target: Target, settings: Any, out: Path, progress: Any) -> tuple[JudgeRun, list[str]]:
     """Run the judge, with the suite's files checked before and after: under
     bubblewrap the submission cannot see them at all; without it, a change
@@ -180,6 +199,9 @@ def grade(
     target = given if isinstance(given, Target) else resolve(given, settings.profile, python=settings.python)
     prepared = with_environment(target, settings)
     target = prepared.target
+    broken = syntax_error(target) if prepared.error is None else None
+    if broken is not None:
+        prepared.error = load_error({"import_error": broken})
     if prepared.error is not None:
         report = error_report(
             prepared.error,
@@ -193,6 +215,8 @@ def grade(
             warnings=prepared.warnings,
         )
         report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
+        report.implementation["import_error"] = broken
+        explain_error(report, prepared, settings)
         return report
     # the session speaks the wire format (torch, numpy): imported when a grading starts, so that
     # `lmspec grade --help` stays light (tests/test_lmspec_help.py)

@@ -17,15 +17,24 @@ How a STRICT result appears (SPEC.md: reported per item, never scored):
   also sets each item's visibility and the leaderboard, and validates the file).
 """
 
-import json
 import re
 import shutil
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from lmspec.conformance.outcomes import Outcome
 from lmspec.tools.grade.gradescope import write_gradescope  # noqa: F401 (re-exported: grading.py, tests)
-from lmspec.tools.grade.results import GradeReport, Group, ItemResult, Status, TestResult, _num
+from lmspec.tools.grade.results import (
+    FAILED_OUTCOMES,
+    GradeReport,
+    Group,
+    ItemResult,
+    Status,
+    TestResult,
+    _num,
+    strict_finding_count,
+)
 
 _STATUS_COLOR = {
     "pass": "32",
@@ -34,8 +43,12 @@ _STATUS_COLOR = {
     "timeout": "33",
     "not implemented": "35",
     "not provided": "2",
+    "incomplete": "36",
     "skipped": "2",
 }
+_VERDICT_COLOR = {"PASS": "pass", "FAIL": "fail", "INCOMPLETE": "incomplete"}
+#: Lines of one failing test's message shown below the table (all of it is in results.json).
+DETAIL_LINES = 12
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _GROUPS = (
     (Group.CORE, None),
@@ -58,19 +71,24 @@ def _paint(text: str, status: str, color: bool) -> str:
 def _strict_cell(item: ItemResult) -> str:
     if item.strict is None or item.strict.status in (Status.NOT_IMPLEMENTED, Status.NOT_PROVIDED):
         return "-"
-    if item.strict.status in (Status.PASS, Status.SKIPPED):
+    bad = strict_finding_count(item)
+    if not bad:
         return "ok"
-    bad = sum(t.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT) for t in item.strict.tests)
     return f"{bad} finding{'s' if bad != 1 else ''}"
 
 
-def render_table(report: GradeReport, *, color: bool = False, width: int | None = None) -> str:
+def render_table(
+    report: GradeReport, *, color: bool = False, width: int | None = None, files: tuple[Path, ...] = ()
+) -> str:
+    """The terminal table: one row per item, then every failing item's
+    explanation in full (wrapped to ``width``, the likely cause first), the
+    STRICT findings, the counts, the verdict, and where the files are."""
     width = width or shutil.get_terminal_size((120, 40)).columns
     impl = report.implementation
     lines = [f"lmspec grade: {impl['name']}  ({impl.get('origin') or impl['adapter']})"]
     lines.append(f"  sandbox: {report.sandbox}")
     if report.error:
-        lines.append(_paint(f"  ERROR: {report.error}", "error", color))
+        lines.extend(_paint(line, "error", color) for line in _wrap(f"ERROR: {report.error}", width, "  ", "    "))
     lines.append(f"  {'item':<26} {'status':<16} {'points':>9} {'strict':>10}  explanation")
     rule = "  " + "-" * (min(width, 150) - 2)
     lines.append(rule)
@@ -80,26 +98,27 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
             continue
         if title:
             lines.append(f"  {title}")
-        lines.extend(_row(item, color, width) for item in items)
+        lines.extend(_row(item, color, width, report.error) for item in items)
     lines.append(rule)
+    details = [i for i in report.items if _explained_below(i, report.error)]
+    if details:
+        lines.append("  Why (each item's first failing test in the suite's order; every message in full: results.json)")
+        for item in details:
+            lines.extend(_details(item, color, width))
     strict = report.strict_findings()
     if strict:
         lines.append("  STRICT findings (behaviour beyond the course's contract: reported, never scored)")
         for item in strict:
-            lines.append(f"    {item.id:<24} {_clip(item.strict.explanation, width - 30)}")  # type: ignore[union-attr]
-    counts = report.test_counts()
-    score = f"score {_pts(report.score)}/{_pts(report.max_score)} ({report.percent:.1f}%)"
+            text = f"{item.id}: {_cause_first(item.strict.explanation)}"  # type: ignore[union-attr]
+            lines.extend(_wrap(text, width, "    ", "      "))
+    score = report.score_line()
     if report.extended_max_score:
         score += f"   extended {_pts(report.extended_score)}/{_pts(report.extended_max_score)}"
-    score += f"   STRICT findings: {len(strict)}"
+    findings = report.strict_finding_count()
+    score += f"   STRICT findings: {findings}" + (f" (in {_plural(len(strict), 'item')})" if findings else "")
     score += f"   audit: {report.audit_status}" + (f" ({len(report.audit)} findings)" if report.audit else "")
     lines.append("  " + score)
-    order = [str(o) for o in Outcome]
-    lines.append(
-        "  tests: "
-        + ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in order if counts.get(k))
-        + f"   time {report.duration_s:.1f} s"
-    )
+    lines.append(f"  {report.tests_line()}   time {report.duration_s:.1f} s")
     for finding in report.audit[:10]:
         during = f" during {finding['adapter_function']}" if finding.get("adapter_function") else ""
         hint = " [reported by the submission's process]" if str(finding.get("source", "")).startswith("worker") else ""
@@ -109,14 +128,81 @@ def render_table(report: GradeReport, *, color: bool = False, width: int | None 
     if len(report.audit) > 10:
         lines.append(f"  audit: ... {len(report.audit) - 10} more in results.json")
     for warning in report.warnings:
-        lines.append(_paint(f"  warning: {warning}", "timeout", color))
+        lines.extend(_paint(line, "timeout", color) for line in _wrap(f"warning: {warning}", width, "  ", "    "))
     if report.compromised:
         lines.append(_paint("  COMPROMISED: the results cannot be trusted:", "error", color))
         lines.extend(f"    - {r}" for r in report.compromised_reasons[:20])
-    verdict = "PASS" if report.passed else "FAIL"
-    lines.append(_paint(f"  verdict: {verdict}", "pass" if report.passed else "fail", color))
-    lines.append("  the rule of an item: lmspec spec ITEM; every message in full: results.json")
+    lines.append(_paint(f"  verdict: {report.verdict_line()}", _VERDICT_COLOR[report.verdict], color))
+    lines.append("  the rule of an item: lmspec spec ITEM")
+    for path in files:
+        lines.append(f"  {_FILE_LABELS.get(path.name, path.name)}: {path}")
     return "\n".join(lines)
+
+
+_FILE_LABELS = {
+    "results.json": "every message in full",
+    "report.html": "the report for a browser",
+    "junit.xml": "JUnit",
+    "gradescope_results.json": "Gradescope",
+}
+
+
+def _split_cause(explanation: str) -> tuple[str | None, str]:
+    """``test: message (likely cause: X)`` or ``test: message; likely cause: X``
+    as ``("likely cause: X", "test: message")``; ``(None, explanation)`` without one."""
+    at = explanation.find("likely cause")
+    if at <= 0:
+        return None, explanation
+    head, cause = explanation[:at].rstrip(" (;,"), explanation[at:].strip()
+    if explanation[:at].rstrip().endswith("(") and cause.endswith(")"):
+        cause = cause[:-1]
+    return cause.rstrip("."), head
+
+
+def _cause_first(explanation: str) -> str:
+    cause, head = _split_cause(explanation)
+    return f"{cause}. {head}" if cause else head
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(
+        " ".join(text.split()),
+        width=max(40, width - 1),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=True,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def _explained_below(item: ItemResult, error: str | None) -> bool:
+    if error and item.explanation == f"not run: {error}":
+        return False  # the ERROR above says it once
+    return item.status in (Status.FAIL, Status.ERROR, Status.TIMEOUT, Status.INCOMPLETE) and bool(item.explanation)
+
+
+def _details(item: ItemResult, color: bool, width: int) -> list[str]:
+    """One failing item in full: its explanation, likely cause first, then the
+    rest of its first failing test's message."""
+    lines = [_paint(f"  {item.id} ({item.status})", item.status, color)]
+    cause, head = _split_cause(item.explanation)
+    if cause:
+        lines.extend(_wrap(cause, width, "    ", "      "))
+    lines.extend(_wrap(head, width, "    " if not cause else "      ", "      "))
+    first = next(
+        (t for t in item.tests if t.outcome in FAILED_OUTCOMES and item.explanation.startswith(f"{t.short}:")), None
+    )
+    if first is not None:
+        rest = [ln for ln in first.message.splitlines()[1:] if ln.strip() and not ln.startswith("likely cause")]
+        for line in rest[:DETAIL_LINES]:
+            lines.extend(_wrap(line, width, "      ", "        "))
+        if len(rest) > DETAIL_LINES:
+            lines.append(f"      ... {len(rest) - DETAIL_LINES} more lines in results.json")
+    return lines
 
 
 def _clip(text: str, room: int) -> str:
@@ -125,11 +211,16 @@ def _clip(text: str, room: int) -> str:
     return text if len(text) <= room else text[: room - 3] + "..."
 
 
-def _row(item: ItemResult, color: bool, width: int) -> str:
+def _row(item: ItemResult, color: bool, width: int, error: str | None = None) -> str:
     scored = item.group in (Group.CORE, Group.EXTENDED)
     pts = f"{_pts(item.points)}/{_pts(item.max_points)}" if scored else "-"
     status = _paint(f"{item.status:<16}", item.status, color)
-    return f"  {item.id:<26} {status} {pts:>9} {_strict_cell(item):>10}  {_clip(item.explanation, width - 70)}"
+    explanation = item.explanation.replace("\n", " ")
+    if error and item.explanation == f"not run: {error}":
+        explanation = "not run (the ERROR above)"
+    elif _explained_below(item, error) and len(explanation) > width - 70:
+        explanation = _clip(explanation, width - 70 - 8) + " (below)"
+    return f"  {item.id:<26} {status} {pts:>9} {_strict_cell(item):>10}  {explanation}".rstrip()
 
 
 def render_timings(report: GradeReport) -> str:
@@ -162,28 +253,20 @@ def render_timings(report: GradeReport) -> str:
     return "\n".join(lines)
 
 
-def write_json(report: GradeReport, path: Path) -> None:
-    path.write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
-
-
 def _clean(text: str) -> str:
     return _XML_BAD.sub("?", text)
 
 
-_SKIPS = (Outcome.SKIPPED, Outcome.NOT_IMPLEMENTED, Outcome.NOT_PROVIDED)
+_SKIPS = (Outcome.SKIPPED, Outcome.NOT_CHECKED, Outcome.NOT_IMPLEMENTED, Outcome.NOT_PROVIDED)
 
 
 def write_junit(report: GradeReport, path: Path) -> None:
-    counts = report.test_counts()
     root = ET.Element(
         "testsuites",
         name=f"lmspec grade: {report.implementation['name']}",
-        tests=str(sum(counts.values())),
-        failures=str(counts.get("failed", 0)),
-        errors=str(counts.get("error", 0) + counts.get("timeout", 0)),
-        skipped=str(sum(counts.get(str(o), 0) for o in _SKIPS)),
         time=f"{report.duration_s:.2f}",
     )
+    root.set("verdict", report.verdict)
     for item in report.items:
         c = item.counts()
         strict_tests = item.strict.tests if item.strict is not None else []
@@ -222,6 +305,8 @@ def write_junit(report: GradeReport, path: Path) -> None:
                 kind = "strict-finding" if t.outcome not in _SKIPS else str(t.outcome)
                 text = f"STRICT (reported, not scored): {t.summary}" if kind == "strict-finding" else t.summary
                 ET.SubElement(case, "skipped", message=_clean(text), type=kind)
+    for key in ("tests", "failures", "errors", "skipped"):  # the sums of the suites (STRICT findings: skipped)
+        root.set(key, str(sum(int(suite.get(key, "0")) for suite in root.iter("testsuite"))))
     if report.compromised:
         suite = ET.SubElement(root, "testsuite", name="grader integrity", tests="1", failures="1", errors="0")
         case = ET.SubElement(suite, "testcase", classname="integrity", name="run_not_compromised")

@@ -193,17 +193,6 @@ def handout_edition(root: Path, version: str | None, problems: list[str] | None 
     return {"version": found, "edition": edition, "source": source}
 
 
-def python_problem(repo: Repository, python_version: str, python: str) -> str | None:
-    """Why ``python`` (of version ``python_version``) cannot run the
-    submission, by its requires-python; None when it can."""
-    if not python_accepts(repo, python_version):
-        return (
-            f"the submission requires Python {repo.requires_python} (its pyproject.toml); the worker runs "
-            f"Python {python_version} ({python})"
-        )
-    return None
-
-
 def python_accepts(repo: Repository, python_version: str) -> bool:
     """Whether the repository's requires-python admits ``python_version`` (no requirement: yes)."""
     if not repo.requires_python:

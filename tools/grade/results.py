@@ -9,11 +9,24 @@ Item status (first rule that applies), over the item's counted tests:
   fail             a test failed, or the item is only partly implemented
   not implemented  every counted test skipped as "not implemented" (core item)
   not provided     every counted test skipped as "not provided" (extended item)
-  skipped          every test skipped for another reason (fixtures missing, no CUDA)
+  incomplete       a test could not run: an oracle file it needs was not found
+                   ("not checked"); the others passed. Worth 0 points (its share
+                   with partial credit), in the maximum, and counted apart in
+                   the score line: the grade is incomplete, never a pass
+  skipped          every test skipped for another reason (no CUDA, --skips-file)
   pass             every counted test passed
 Tests skipped for other reasons than "not implemented/provided" are not
 counted. The audit item (0.from_scratch) passes when no finding was made.
 The same rules give the STRICT status of an item from its STRICT tests.
+
+The explanation of an item is that of its first test, in the suite's order,
+whose outcome sets the status (the judge's report is in the suite's order).
+
+Counts, named the same in the table, results.json, the HTML report, JUnit
+and Gradescope: "tests" are every test of the graded items, scored (MUST
+and SHOULD) and STRICT, the progress line's total; "failed" is a test that
+failed, errored or timed out; a "STRICT finding" is one STRICT test that did
+not pass (``strict_findings``), in ``strict_items`` items.
 """
 
 import datetime as _dt
@@ -22,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmspec.conformance import profiles
-from lmspec.conformance.outcomes import Outcome
+from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX, Outcome
 from lmspec.conformance.profiles import Kind as Group
 from lmspec.conformance.target import Target
 from lmspec.tools.grade.points import PointsTable
@@ -40,7 +53,15 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"
     NOT_IMPLEMENTED = "not implemented"
     NOT_PROVIDED = "not provided"
+    INCOMPLETE = "incomplete"
     SKIPPED = "skipped"
+
+
+#: Outcomes of a test that did not pass by its own fault: "failed" in every count.
+FAILED_OUTCOMES = (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT)
+#: Outcomes that are not counted in an item's verdict.
+UNCOUNTED = (Outcome.SKIPPED, Outcome.NOT_CHECKED)
+FIXTURES_HINT = "fixtures missing: pass --fixtures DIR"
 
 
 @dataclass
@@ -174,16 +195,83 @@ class GradeReport:
         return [i for i in self.items if i.group == name]
 
     def strict_findings(self) -> list[ItemResult]:
-        """Items whose STRICT tests did not all pass (an absent function is not a finding)."""
-        quiet = (Status.PASS, Status.SKIPPED, Status.NOT_IMPLEMENTED, Status.NOT_PROVIDED)
-        return [i for i in self.items if i.strict is not None and i.strict.status not in quiet]
+        """Items with a STRICT finding (an absent function is not a finding)."""
+        return [i for i in self.items if strict_finding_count(i)]
+
+    def strict_finding_count(self) -> int:
+        """STRICT findings: STRICT tests that did not pass (failed, errored, timed out)."""
+        return sum(strict_finding_count(i) for i in self.items)
+
+    def all_tests(self) -> list[TestResult]:
+        """Every test of the graded items: scored and STRICT."""
+        return [t for i in self.items for t in [*i.tests, *(i.strict.tests if i.strict is not None else [])]]
 
     def test_counts(self) -> dict[str, int]:
+        """Tests by outcome, over every test (scored and STRICT)."""
         out: dict[str, int] = {}
-        for item in self.items:
-            for k, v in item.counts().items():
-                out[k] = out.get(k, 0) + v
+        for t in self.all_tests():
+            out[str(t.outcome)] = out.get(str(t.outcome), 0) + 1
         return out
+
+    @property
+    def not_checked_points(self) -> float:
+        """Points of core items whose tests could not all run (oracle files missing)."""
+        return sum(i.max_points - i.points for i in self.group(Group.CORE) if i.status == Status.INCOMPLETE)
+
+    @property
+    def incomplete(self) -> bool:
+        return any(i.status == Status.INCOMPLETE for i in self.group(Group.CORE))
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL, or INCOMPLETE (nothing failed, but some scored tests could not run)."""
+        if self.passed:
+            return "PASS"
+        done = (Status.PASS, Status.SKIPPED, Status.INCOMPLETE)
+        failing = [i for i in self.group(Group.CORE) if i.status not in done]
+        if self.incomplete and not failing and not self.error and not self.compromised:
+            return "INCOMPLETE"
+        return "FAIL"
+
+    def score_line(self) -> str:
+        """``score 33/62 (53.2%) + 29 not checked (fixtures missing: pass --fixtures DIR)``"""
+        line = f"score {_pts(self.score)}/{_pts(self.max_score)} ({self.percent:.1f}%)"
+        if self.incomplete:
+            line += f" + {_pts(self.not_checked_points)} not checked ({FIXTURES_HINT})"
+        return line
+
+    def verdict_line(self) -> str:
+        if self.verdict == "INCOMPLETE":
+            return (
+                f"INCOMPLETE: {_pts(self.not_checked_points)} of {_pts(self.max_score)} points could not be "
+                f"checked ({FIXTURES_HINT})"
+            )
+        if self.verdict == "FAIL" and self.incomplete:
+            return f"FAIL (and incomplete: {_pts(self.not_checked_points)} points not checked, {FIXTURES_HINT})"
+        return self.verdict
+
+    def tests_line(self) -> str:
+        """``tests: 274 (207 scored, 67 STRICT): 253 passed, 21 failed (2 errors), ...``"""
+        all_tests = self.all_tests()
+        strict = sum(t.strength == "strict" for t in all_tests)
+        counts = self.test_counts()
+        failed = sum(counts.get(str(o), 0) for o in FAILED_OUTCOMES)
+        parts = [f"{counts[str(Outcome.PASSED)]} passed"] if counts.get(str(Outcome.PASSED)) else []
+        if failed:
+            detail = [
+                f"{counts[str(o)]} {name}"
+                for o, name in ((Outcome.ERROR, "errors"), (Outcome.TIMEOUT, "timeouts"))
+                if counts.get(str(o))
+            ]
+            strict_failed = sum(t.strength == "strict" and t.outcome in FAILED_OUTCOMES for t in all_tests)
+            if strict_failed:
+                detail.append(f"{strict_failed} of them STRICT")
+            parts.append(f"{failed} failed" + (f" ({', '.join(detail)})" if detail else ""))
+        for o in (Outcome.NOT_CHECKED, Outcome.NOT_IMPLEMENTED, Outcome.NOT_PROVIDED, Outcome.SKIPPED):
+            if counts.get(str(o)):
+                parts.append(f"{counts[str(o)]} {str(o).replace('_', ' ')}")
+        head = f"tests: {len(all_tests)} ({len(all_tests) - strict} scored, {strict} STRICT)"
+        return head + (": " + ", ".join(parts) if parts else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -201,10 +289,17 @@ class GradeReport:
             "extended_score": _num(self.extended_score),
             "extended_max_score": _num(self.extended_max_score),
             "passed": self.passed,
+            "verdict": self.verdict,
+            "incomplete": self.incomplete,
+            "not_checked_points": _num(self.not_checked_points),
+            "score_line": self.score_line(),
+            "tests_line": self.tests_line(),
+            "test_counts": {"total": len(self.all_tests()), **self.test_counts()},
             "compromised": self.compromised,
             "compromised_reasons": self.compromised_reasons,
             "error": self.error,
-            "strict_findings": len(self.strict_findings()),
+            "strict_findings": self.strict_finding_count(),
+            "strict_items": len(self.strict_findings()),
             "audit_status": self.audit_status,
             "audit": self.audit,
             "warnings": self.warnings,
@@ -219,10 +314,25 @@ def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(x, 3)
 
 
+def _pts(x: float) -> str:
+    value = _num(x)
+    return str(value) if isinstance(value, int) else f"{value:.1f}"
+
+
+def strict_finding_count(item: "ItemResult") -> int:
+    """The item's STRICT findings: its STRICT tests that failed, errored or timed out."""
+    if item.strict is None:
+        return 0
+    return sum(t.outcome in FAILED_OUTCOMES for t in item.strict.tests)
+
+
 def verdict(tests: list[TestResult], *, extended: bool, audit: bool) -> Verdict:
     """The status and one-line explanation of a set of tests (rules above)."""
-    counted = [t for t in tests if t.outcome != Outcome.SKIPPED]
+    counted = [t for t in tests if t.outcome not in UNCOUNTED]
+    unchecked = [t for t in tests if t.outcome == Outcome.NOT_CHECKED]
     if not counted:
+        if unchecked:
+            return Verdict(Status.INCOMPLETE, _not_checked(unchecked, tests), tests)
         first = next(iter(tests), None)
         return Verdict(Status.SKIPPED, f"{first.short}: {first.summary}" if first else "no tests", tests)
 
@@ -244,7 +354,15 @@ def verdict(tests: list[TestResult], *, extended: bool, audit: bool) -> Verdict:
     if missing is not None and not audit:
         n = sum(t.outcome in absent for t in counted)
         return Verdict(Status.FAIL, f"partly implemented ({n} of {len(counted)} tests): {missing.summary}", tests)
+    if unchecked:
+        return Verdict(Status.INCOMPLETE, _not_checked(unchecked, tests), tests)
     return Verdict(Status.PASS, "", tests)
+
+
+def _not_checked(unchecked: list[TestResult], tests: list[TestResult]) -> str:
+    """Why an item is incomplete: how many of its tests could not run, and the first one's reason."""
+    reason = unchecked[0].summary.removeprefix(NOT_CHECKED_PREFIX).strip()
+    return f"{len(unchecked)} of {len(tests)} tests not checked ({FIXTURES_HINT}): {reason}"
 
 
 def _lazy_import_error(items: list[ItemResult]) -> str | None:
@@ -273,7 +391,7 @@ def _item_result(spec_item: profiles.SpecItem, tests: list[TestResult], points: 
     if main.status == Status.PASS:
         earned = max_points
     elif points.partial_credit and main.status != Status.SKIPPED:
-        counted = [t for t in scored if t.outcome != Outcome.SKIPPED]
+        counted = [t for t in scored if t.outcome != Outcome.SKIPPED]  # not-checked tests count, unearned
         earned = max_points * sum(t.outcome == Outcome.PASSED for t in counted) / len(counted)
     else:
         earned = 0.0
@@ -354,15 +472,15 @@ def build_report(
     reasons = list(dict.fromkeys([str(r) for r in judge.get("compromised") or []] + list(extra_compromised)))
     compromised = bool(reasons)
     warnings = _warnings(judge, tests, items, list(extra_warnings))
-    load_error = run_error or _load_error(judge)
-    error = load_error or _lazy_import_error(items)
+    not_loaded = run_error or load_error(judge)
+    error = not_loaded or _lazy_import_error(items)
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
     score = sum(i.points for i in core)
     if compromised:
         warnings.append("the run is compromised: the score is set to 0 (see compromised_reasons)")
         score = 0.0
-    if load_error:
+    if not_loaded:
         score = 0.0
     worker = judge.get("worker") or {}
     report = GradeReport(
@@ -395,7 +513,7 @@ def build_report(
     return report
 
 
-def _load_error(judge: dict[str, Any]) -> str | None:
+def load_error(judge: dict[str, Any]) -> str | None:
     imp = judge.get("import_error")
     if isinstance(imp, dict):
         where = f"{imp.get('file')}:{imp.get('line')}: " if imp.get("file") else ""

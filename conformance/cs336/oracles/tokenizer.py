@@ -312,6 +312,9 @@ class EncodeOracle:
 
 # --- known encode bugs, for "likely cause" hints ---------------------------------
 _NO_LOOKAHEAD = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+""")
+_CASELESS = regex.compile(
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""", regex.IGNORECASE
+)
 
 
 def _bpe_first_position(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
@@ -330,7 +333,7 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
     if bug == "specials_as_text":
         runs = [(text, False)] if text else []
     elif bug == "shortest_special":
-        runs = _split_shortest(text, specials)
+        runs = split_on_specials(text, specials, shortest_first=True)
     elif bug == "absent_specials_as_text":
         runs = split_on_specials(text, [s for s in specials if s not in absent_specials(oracle.vocab, specials)])
     else:
@@ -344,6 +347,8 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
             pretokens = [segment]
         elif bug == "no_lookahead":
             pretokens = _NO_LOOKAHEAD.findall(segment)
+        elif bug == "ignorecase":
+            pretokens = _CASELESS.findall(segment)
         else:
             pretokens = pretokenize(segment)
         for p in pretokens:
@@ -354,26 +359,13 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
     return out
 
 
-def _split_shortest(text: str, specials: Sequence[str]) -> list[tuple[str, bool]]:
-    if not specials:
-        return [(text, False)] if text else []
-    shortest_first = regex.compile("|".join(regex.escape(s) for s in sorted(set(specials), key=len)))
-    out: list[tuple[str, bool]] = []
-    pos = 0
-    for m in shortest_first.finditer(text):
-        if m.start() > pos:
-            out.append((text[pos : m.start()], False))
-        out.append((m.group(), True))
-        pos = m.end()
-    if pos < len(text):
-        out.append((text[pos:], False))
-    return out
-
-
 ENCODE_BUGS: dict[str, str] = {
     "first_position": "merges applied at the leftmost position where any merge applies, not lowest rank first",
     "no_pretokenize": "no GPT-2 pre-tokenization: merges applied across pre-token boundaries",
     "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run must start the next word",
+    "ignorecase": "GPT-2 pattern compiled with re.IGNORECASE (regex.IGNORECASE): upper-case 'S, 'T, 'LL, "
+    "'VE, 'M, 'D, 'RE became contraction pre-tokens; the pattern's contractions are lower-case only "
+    "(O'Sullivan is O | ' | Sullivan)",
     "specials_as_text": "special tokens not split off before pre-tokenization",
     "shortest_special": "shorter special token matched first; the longest match must win",
     "absent_specials_as_text": "special tokens absent from the vocabulary are not added: they stay ordinary text",

@@ -314,14 +314,24 @@ def clipped_grads_torch(grads: Sequence[Tensor | None], max_norm: float) -> list
 
 
 def clipped_grads_formula(
-    grads: Sequence[Tensor | None], max_norm: float, *, per_tensor: bool = False, eps: float = 1e-6
+    grads: Sequence[Tensor | None],
+    max_norm: float,
+    *,
+    per_tensor: bool = False,
+    eps: float = 1e-6,
+    eps_in_sqrt: bool = False,
 ) -> list[Tensor | None]:
-    """SPEC formula (global norm; ``per_tensor``/``eps`` switch on known bugs)."""
+    """SPEC formula (global norm; ``per_tensor`` switches on a known bug,
+    ``eps``/``eps_in_sqrt`` another epsilon or its placement:
+    max_norm/sqrt(Σg² + eps))."""
     present = [g.detach().to("cpu", F64) for g in grads if g is not None]
 
     def scale(gs: list[Tensor]) -> float:
-        norm = math.sqrt(sum(float((g * g).sum()) for g in gs))
-        return max_norm / (norm + eps) if norm > max_norm else 1.0
+        squares = sum(float((g * g).sum()) for g in gs)
+        norm = math.sqrt(squares)
+        if norm <= max_norm:
+            return 1.0
+        return max_norm / math.sqrt(squares + eps) if eps_in_sqrt else max_norm / (norm + eps)
 
     out: list[Tensor | None] = []
     common = scale(present)
