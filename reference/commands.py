@@ -233,39 +233,13 @@ def run_generate(args: argparse.Namespace) -> int:
     import torch
 
     from lmspec.reference.generation import generate
-    from lmspec.reference.nn import ModelConfig, TransformerLM
-    from lmspec.reference.training.checkpoint import read_checkpoint
     from lmspec.reference.training.data import resolve_device
 
-    if args.max_new_tokens < 0:
-        raise UsageError(f"--max-new-tokens ({args.max_new_tokens}) must be >= 0")
-    if not args.temperature >= 0:
-        raise UsageError(f"--temperature ({args.temperature}) must be >= 0")
-    if not 0 < args.top_p <= 1:
-        raise UsageError(f"--top-p ({args.top_p}) must be in (0, 1]")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UsageError(f"--threads ({args.threads}) must be >= 1")
-        torch.set_num_threads(args.threads)
+    _check_generate_args(args)
     device = resolve_device(args.device)
     specials = _special_tokens(args)
     tokenizer = _load_tokenizer(args.tokenizer, specials)
-    payload = read_checkpoint(args.checkpoint)
-    model_dict = ((payload.get("metadata") or {}).get("config") or {}).get("model")
-    if not isinstance(model_dict, dict):
-        raise ValueError(
-            f"checkpoint {str(args.checkpoint)!r} has no model config in its metadata "
-            "(it was not written by `train`), so the model cannot be rebuilt"
-        )
-    config = ModelConfig(**model_dict)
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model only "
-            f"{config.vocab_size:,}: wrong --tokenizer for this checkpoint?"
-        )
-    model = TransformerLM(config, device=device)
-    model.load_state_dict(payload["model"])
-    model.eval()
+    model = _load_model(args.checkpoint, tokenizer.vocab_size, device)
     eos_id = tokenizer.special_token_ids.get(args.eos_token) if args.eos_token else None
     if args.eos_token and eos_id is None:
         raise UsageError(f"--eos-token {args.eos_token!r} is not one of the special tokens {specials}")
@@ -295,6 +269,46 @@ def run_generate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _check_generate_args(args: argparse.Namespace) -> None:
+    """Sampling settings in range; ``--threads`` applied."""
+    if args.max_new_tokens < 0:
+        raise UsageError(f"--max-new-tokens ({args.max_new_tokens}) must be >= 0")
+    if not args.temperature >= 0:
+        raise UsageError(f"--temperature ({args.temperature}) must be >= 0")
+    if not 0 < args.top_p <= 1:
+        raise UsageError(f"--top-p ({args.top_p}) must be in (0, 1]")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UsageError(f"--threads ({args.threads}) must be >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _load_model(checkpoint: Path, tokenizer_vocab_size: int, device: Any) -> Any:
+    """The TransformerLM a ``train`` checkpoint holds (its config is in the metadata), in eval mode."""
+    from lmspec.reference.nn import ModelConfig, TransformerLM
+    from lmspec.reference.training.checkpoint import read_checkpoint
+
+    payload = read_checkpoint(checkpoint)
+    model_dict = ((payload.get("metadata") or {}).get("config") or {}).get("model")
+    if not isinstance(model_dict, dict):
+        raise ValueError(
+            f"checkpoint {str(checkpoint)!r} has no model config in its metadata "
+            "(it was not written by `train`), so the model cannot be rebuilt"
+        )
+    config = ModelConfig(**model_dict)
+    if tokenizer_vocab_size > config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tokenizer_vocab_size:,} ids but the model only "
+            f"{config.vocab_size:,}: wrong --tokenizer for this checkpoint?"
+        )
+    model = TransformerLM(config, device=device)
+    model.load_state_dict(payload["model"])
+    model.eval()
+    return model
 
 
 def _bars(args: argparse.Namespace) -> bool:

@@ -11,7 +11,7 @@ float64 gradients are STRICT tests.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -278,6 +278,28 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
     # placement of a small epsilon (test_gradient_clipping_epsilon_on_the_norm
     # reports it); float64 (STRICT): float64 accuracy.
     tol = CLIP_F64 if dtype == torch.float64 else CLIP_OFFICIAL
+    assert_close(
+        _present(grads),
+        _present(expected),
+        tol,
+        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
+        hints=_clipping_hints(params, grads, originals, expected, tol, case.max_norm, norm),
+        context=f"shapes {case.shapes}, frozen {case.frozen}, no grad {case.no_grad}, "
+        f"{dtype} on {device}; "
+        f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}",
+    )
+
+
+def _clipping_hints(
+    params: list[torch.nn.Parameter],
+    grads: list[torch.Tensor | None],
+    originals: Sequence[torch.Tensor | None],
+    expected: Sequence[torch.Tensor | None],
+    tol: Tolerance,
+    max_norm: float,
+    norm: float,
+) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """The known clipping bugs, each with the replay that reproduces it."""
 
     def replaced_by_clipped() -> torch.Tensor:
         """The observed values themselves, when every p.grad holding the clipped
@@ -288,7 +310,7 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
             raise ValueError("the new p.grad tensors are not the clipped gradients either")
         return _present(grads)
 
-    per_tensor = _present(clipped_grads_formula(originals, case.max_norm, per_tensor=True))
+    per_tensor = _present(clipped_grads_formula(originals, max_norm, per_tensor=True))
 
     def clipped_per_parameter() -> torch.Tensor:
         if torch.equal(per_tensor, _present(originals)):  # indistinguishable from "not clipped at all"
@@ -300,39 +322,27 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
             raise ValueError("p.grad replaced: the hint above says so")
         return _present(originals)
 
-    assert_close(
-        _present(grads),
-        _present(expected),
-        tol,
-        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
-        hints=[
-            (
-                "clipped each parameter by its own norm: use one global norm over all gradients",
-                clipped_per_parameter,
-            ),
-            (
-                f"gradients left unscaled although the global norm {norm:.6g} of all of them exceeds "
-                f"max_norm {case.max_norm:.6g}",
-                left_unscaled,
-            ),
-            (
-                "scale is max_norm/norm: the SPEC adds 1e-6, max_norm/(norm + 1e-6)",
-                lambda: _present(clipped_grads_formula(originals, case.max_norm, eps=0.0)),
-            ),
-            (
-                "epsilon inside the square root, max_norm/sqrt(Σg² + 1e-8): the SPEC adds 1e-6 to the norm",
-                lambda: _present(clipped_grads_formula(originals, case.max_norm, eps=1e-8, eps_in_sqrt=True)),
-            ),
-            (
-                "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
-                "hold the clipped values, the ones passed in were left unscaled",
-                replaced_by_clipped,
-            ),
-        ],
-        context=f"shapes {case.shapes}, frozen {case.frozen}, no grad {case.no_grad}, "
-        f"{dtype} on {device}; "
-        f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}",
-    )
+    return [
+        ("clipped each parameter by its own norm: use one global norm over all gradients", clipped_per_parameter),
+        (
+            f"gradients left unscaled although the global norm {norm:.6g} of all of them exceeds "
+            f"max_norm {max_norm:.6g}",
+            left_unscaled,
+        ),
+        (
+            "scale is max_norm/norm: the SPEC adds 1e-6, max_norm/(norm + 1e-6)",
+            lambda: _present(clipped_grads_formula(originals, max_norm, eps=0.0)),
+        ),
+        (
+            "epsilon inside the square root, max_norm/sqrt(Σg² + 1e-8): the SPEC adds 1e-6 to the norm",
+            lambda: _present(clipped_grads_formula(originals, max_norm, eps=1e-8, eps_in_sqrt=True)),
+        ),
+        (
+            "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
+            "hold the clipped values, the ones passed in were left unscaled",
+            replaced_by_clipped,
+        ),
+    ]
 
 
 @spec("3.gradient_clipping")

@@ -213,7 +213,7 @@ def _summary(report: GradeReport, strict_items: list[Any]) -> str:
     """The document's top text: score, extended, STRICT, audit, tests, verdict."""
     findings = report.strict_finding_count()
     summary = [
-        f"lmspec: {report.score_line()}",
+        f"lmspec ({report.implementation.get('profile') or 'cs336'} profile): {report.score_line()}",
         f"extended (optional): {_pts(report.extended_score)}/{_pts(report.extended_max_score)}",
         f"STRICT findings (not scored): {findings}" + (f" (in {_items(len(strict_items))})" if findings else ""),
         f"from-scratch audit: {report.audit_status}",

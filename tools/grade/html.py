@@ -263,7 +263,10 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
     items = data.get("items") or []
     origin = impl.get("adapter") or impl.get("origin")
     body = [f"<header><h1>lmspec grade: {esc(name)}</h1><p><code>{esc(origin)}</code>"]
-    body.append(f" graded {esc(data.get('started'))}, sandbox {esc(data.get('sandbox'))}</p></header>")
+    body.append(
+        f" graded {esc(data.get('started'))}, profile {esc(data.get('profile') or 'cs336')}, "
+        f"sandbox {esc(data.get('sandbox'))}</p></header>"
+    )
     body += _summary_cards(data)
     body += _banners(data)
     body += _items_section(items, spec_href)

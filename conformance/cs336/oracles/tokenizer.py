@@ -497,22 +497,7 @@ def encode_iterable_memory_hint(
         f"{repeated:.0f} KiB on a stream of the same length whose lines repeat"
     )
     if repeated > bound_kib:
-        repeated_half = growth_kib(stream_chars // 2, False)
-        figures += f", {repeated_half:.0f} KiB on half of that"
-        if _grows(repeated, repeated_half, bound_kib):
-            return (
-                f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
-                f"with the stream's length even when no new pre-token appears {figures})"
-            )
-        if fresh_grows:
-            return (
-                "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
-                f"pre-token cache that grows with the distinct pre-tokens met {figures})"
-            )
-        return (
-            "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
-            f"and the same when no new pre-token appears {figures})"
-        )
+        return _cause_when_repeats_exceed(growth_kib, stream_chars, repeated, fresh_grows, bound_kib, figures)
     if fresh_grows:
         return (
             "a pre-token cache that keeps every distinct pre-token met (unbounded, or bounded above what this "
@@ -523,4 +508,33 @@ def encode_iterable_memory_hint(
         "a bounded pre-token cache (e.g. an LRU of many entries) whose full size exceeds the allowance: memory "
         "is the same for half the stream, and small when no new pre-token appears; bound the cache lower "
         f"{figures})"
+    )
+
+
+def _cause_when_repeats_exceed(
+    growth_kib: Callable[[int, bool], float],
+    stream_chars: int,
+    repeated: float,
+    fresh_grows: bool,
+    bound_kib: float,
+    figures: str,
+) -> str:
+    """The cause when even a stream of repeating lines exceeds the allowance:
+    something kept per character (it grows with the repeating stream too), or a
+    fixed cost (with or without a growing cache besides)."""
+    repeated_half = growth_kib(stream_chars // 2, False)
+    figures += f", {repeated_half:.0f} KiB on half of that"
+    if _grows(repeated, repeated_half, bound_kib):
+        return (
+            f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
+            f"with the stream's length even when no new pre-token appears {figures})"
+        )
+    if fresh_grows:
+        return (
+            "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
+            f"pre-token cache that grows with the distinct pre-tokens met {figures})"
+        )
+    return (
+        "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
+        f"and the same when no new pre-token appears {figures})"
     )
