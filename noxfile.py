@@ -1,4 +1,10 @@
-"""nox sessions for lmspec. `nox -s lint tests` is what CI runs (.ci/run).
+"""nox sessions for lmspec. `nox -s lint tests meta` is what CI runs (.ci/run).
+
+``tests`` is the fast suite a contributor runs: every profile's conformance
+suite on its reference, the unit and tool tests, and a small deterministic
+sample of the meta-test catalog; ``meta`` is the rest of that catalog (every
+mutant, variant and hostile submission: the tests marked ``catalog``,
+tests/conftest.py). README "Run the tests" gives both durations.
 
 torch is installed first, pinned by LMSPEC_TORCH (default ``torch==2.13.0``,
 the CPU wheel on lmspec's machines): asking pip for plain ``torch`` in a fresh
@@ -9,6 +15,7 @@ set LMSPEC_TORCH to the CUDA build you want, e.g.
 
 import os
 import shlex
+from pathlib import Path
 
 import nox
 
@@ -17,6 +24,13 @@ nox.options.sessions = ["lint", "tests"]
 
 TORCH = shlex.split(os.environ.get("LMSPEC_TORCH", "torch==2.13.0"))
 PYTEST_SUITE = ["-p", "no:cacheprovider", "--hypothesis-profile", "ci"]
+DEFAULT_PROFILE = "cs336"
+
+
+def profiles() -> list[str]:
+    """The profiles lmspec knows, as conformance.profiles.NAMES finds them (one module each), the default first."""
+    names = [p.stem for p in Path(__file__).parent.joinpath("conformance", "profiles").glob("*.py")]
+    return sorted((n for n in names if not n.startswith("_")), key=lambda n: (n != DEFAULT_PROFILE, n))
 
 
 def install(session: nox.Session, extras: str = "plot") -> None:
@@ -26,11 +40,31 @@ def install(session: nox.Session, extras: str = "plot") -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The conformance suite on the reference, the meta-tests, the smoke run."""
+    """The fast suite: each profile's conformance suite on its reference, the
+    unit and tool tests, the smoke run, a sample of the meta-test catalog."""
     install(session, "plot,batch")
     jobs = os.environ.get("LMSPEC_JOBS", "2")
-    session.run("python", "-m", "pytest", "conformance", "-n", jobs, "--durations=10", *PYTEST_SUITE, *session.posargs)
-    session.run("python", "-m", "pytest", "tests", "-n", jobs, "--durations=10", *PYTEST_SUITE, *session.posargs)
+    for profile in profiles():
+        session.run(
+            "python", "-m", "pytest", "conformance", "--profile", profile, "-n", jobs, "--durations=5",
+            *PYTEST_SUITE, *session.posargs,
+        )  # fmt: skip
+    session.run(
+        "python", "-m", "pytest", "tests", "-m", "not catalog", "-n", jobs, "--durations=10",
+        *PYTEST_SUITE, *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session
+def meta(session: nox.Session) -> None:
+    """The full meta-test catalog: every mutant must die, every variant and
+    fixture repository pass, every hostile submission be contained."""
+    install(session, "plot,batch")
+    jobs = os.environ.get("LMSPEC_JOBS", "2")
+    session.run(
+        "python", "-m", "pytest", "tests", "-m", "catalog", "-n", jobs, "--durations=10",
+        *PYTEST_SUITE, *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session

@@ -12,6 +12,7 @@ Hypothesis profiles: dev (default), ci (default when CI is set), thorough.
 
 import os
 import shutil
+import signal
 import tempfile
 import warnings
 from pathlib import Path
@@ -25,6 +26,7 @@ from lmspec.conformance import options, profiles, report
 from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, folder_problem
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
 from lmspec.conformance.judge.implementation import Implementation
+from lmspec.conformance.judge.launch import die_with_parent, end_group_on_sigterm
 from lmspec.conformance.judge.remote import RemoteFunction
 from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
@@ -66,7 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = folder_problem(given_fixtures) if given_fixtures else None
     if problem is not None:
         raise pytest.UsageError(problem.replace("--fixtures ", "--fixtures-dir ", 1))
+    if config.getoption("lmspec_target") and workerinput is None:
+        end_group_on_sigterm()  # a judge the grader started: a SIGTERM ends its workers too
     if workerinput is not None:
+        die_with_parent(signal.SIGKILL)()  # an xdist worker outlives no judge
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).
         import torch
@@ -287,6 +292,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             )
     if config.getoption("spec"):
         selectors = [s.strip() for s in config.getoption("spec").split(",") if s.strip()]
+        for selector in selectors:
+            if not any(profile.matches(i.id, [selector]) for i in profile.items):
+                raise pytest.UsageError(
+                    f"--spec {selector}: matches no spec item of profile {profile.name}; expected item ids or "
+                    "their prefixes, comma-separated (every id: lmspec spec --list)"
+                )
         keep, drop = [], []
         for item in items:
             sid = spec_id(item)

@@ -2,10 +2,13 @@
 not a test file)."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from lmspec.conformance.judge.launch import die_with_parent
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,5 +38,6 @@ def run_grader(
         capture_output=True,
         text=True,
         timeout=timeout,
+        preexec_fn=die_with_parent(signal.SIGTERM),  # an interrupted test run leaves no grader behind
     )
     return proc.returncode, proc.stdout[-5000:] + proc.stderr[-5000:], time.monotonic() - start

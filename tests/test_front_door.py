@@ -85,10 +85,11 @@ def test_a_syntax_error_is_reported_once_with_file_and_line_without_a_suite(
     [
         (["--jobs", "0"], "--jobs 0: expected a number of judge processes >= 1"),
         (["--jobs", "x"], "--jobs: invalid int value: 'x'"),
-        (["--spec", "9.nope"], "--spec 9.nope: matches no spec item; expected item ids or their prefixes"),
+        (["--spec", "9.nope"], "--spec 9.nope: matches no spec item of profile cs336; expected item ids or their"),
+        (["--profile", "gpt3"], "--profile gpt3: unknown profile; expected one of cs336, "),
         (["--timeout", "0"], "--timeout 0: expected a number of seconds > 0"),
         (["--sandbox", "docker"], "--sandbox: invalid choice: 'docker' (choose from"),
-        (["--format", "pdf"], "--format: unknown pdf (choose from table, json"),
+        (["--format", "pdf"], "--format pdf: unknown pdf; expected a comma list of table, json"),
         (["--fixtures", "{tmp}/nowhere"], "--fixtures {tmp}/nowhere: no such folder; expected a folder holding"),
         (["--fixtures", "{tmp}"], "--fixtures {tmp}: holds none of the 11 oracle files"),
     ],
@@ -264,7 +265,9 @@ def test_counts_are_one_concept_each_everywhere(tmp_path: Path) -> None:
         _record("test_rope", "2.rope", "failed", message="AssertionError: wrong"),
     ]
     report = _report(records)
-    assert report.tests_line() == "tests: 7 (3 scored, 4 STRICT): 2 passed, 4 failed (1 errors), 1 skipped"
+    assert report.tests_line() == (
+        "tests: 7 (3 scored, 4 STRICT): 2 passed, 4 failed (1 errors, 3 of them STRICT), 1 skipped"
+    )
     assert report.strict_finding_count() == 3 and len(report.strict_findings()) == 2
     table = render_table(report, width=150)
     assert "2 findings" in table and "1 finding" in table
@@ -347,3 +350,104 @@ def test_a_fresh_clone_without_fixtures_grades_incomplete_not_full_marks(tmp_pat
     assert rc == 1 and data["verdict"] == "INCOMPLETE" and item["status"] == "incomplete", output
     assert "not checked (fixtures missing: pass --fixtures DIR)" in data["score_line"]
     assert item["counts"].get("not_checked", 0) >= 1 and item["points"] == 0, item
+
+
+# --- the test command, and what an interruption leaves behind -----------------------------------
+def test_readme_test_command_is_what_ci_runs_and_sessions_cover_every_profile() -> None:
+    import runpy
+
+    from lmspec.conformance.profiles import NAMES
+
+    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci == "python3 -m pip install -q nox && python3 -m nox -s lint tests meta", ci
+    assert f"\n{ci}\n" in (REPO / "README.md").read_text()
+    noxfile = runpy.run_path(str(REPO / "noxfile.py"))
+    assert tuple(noxfile["profiles"]()) == NAMES
+
+
+def _children(pid: int) -> set[int]:
+    """Every descendant of ``pid`` now (by /proc's parent links)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_an_interrupted_grading_leaves_no_process_running(tmp_path: Path, sig: str) -> None:
+    """Ctrl-C, a SIGTERM (CI cancelling a job) or a SIGKILL of the grader
+    ends its judge, the judge's processes and their workers within seconds."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lmspec", "grade", "--spec", "3.adamw,1.2.train_bpe", "--jobs", "2", "--out", str(out)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        progress = out / "logs" / "progress.jsonl"
+        while time.monotonic() < deadline and proc.poll() is None:
+            if progress.is_file() and '"nodeid"' in progress.read_text():
+                break  # the judge's processes and their workers are running tests
+            time.sleep(0.2)
+        assert proc.poll() is None, "the grading ended before it could be interrupted"
+        started = _children(proc.pid)
+        assert len(started) >= 3, started  # the judge, its xdist workers, their workers
+        os.kill(proc.pid, getattr(signal, sig))
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while _alive(started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = {pid: (Path("/proc") / str(pid) / "cmdline").read_bytes()[:200] for pid in _alive(started)}
+        assert not left, f"still running {15} s after {sig}: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_smoke_without_the_plot_extra_skips_the_plot_check_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import warnings
+
+    from lmspec.tools.smoke import cs336, harness
+
+    monkeypatch.setattr(cs336, "have_matplotlib", lambda: False)
+    smoke = harness.Smoke(tmp_path)
+    smoke.check("round trip", True, "fine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning from inside a wrapper: the line below says it
+        cs336._check_plot(smoke, [], tmp_path / "loss.png", 6.0, 7.0)
+    assert harness._verdict(smoke) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == (
+        "smoke ok: 1 checks passed, 1 skipped (loss plot: matplotlib is not installed: pip install 'lmspec[plot]')"
+    )

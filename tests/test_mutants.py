@@ -17,6 +17,16 @@ def test_catalog_is_large_and_spread():
     assert sections >= {"1", "2", "3", "4"}, sections
 
 
+def test_gpt2_catalog_covers_every_core_item():
+    """The gpt2 profile: at least 30 mutants, every core item of its record with one."""
+    from lmspec.conformance.profiles import Kind, get
+
+    gpt2 = [m for m in MUTANTS if m.meta.get("profile") == "gpt2"]
+    assert len(gpt2) >= 30, f"only {len(gpt2)} gpt2 mutants"
+    core = {i.id for i in get("gpt2").items if i.kind is Kind.CORE}
+    assert core <= {m.meta["spec"] for m in gpt2}, core - {m.meta["spec"] for m in gpt2}
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_suite_kills_mutant(mutant):
     outcome = run_one(mutant)

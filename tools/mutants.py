@@ -59,6 +59,16 @@ def discover(folder: Path = MUTANTS_DIR, var: str = "MUTANT") -> list[Entry]:
     return [Entry(p, _header(p, var)) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
 
+def sample(entries: list[Entry]) -> list[Entry]:
+    """A small deterministic sample of a catalog, for the fast test suite:
+    the first entry (by name) of each profile and spec section."""
+    first: dict[tuple[str, str], Entry] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        spec = entry.meta.get("spec") or (entry.meta.get("run") or ["?"])[0]
+        first.setdefault((str(entry.meta.get("profile") or "cs336"), str(spec).split(".")[0]), entry)
+    return sorted(first.values(), key=lambda e: e.name)
+
+
 def run_suite(
     adapter: Path | str,
     spec: list[str] | None,

@@ -11,7 +11,7 @@ float64 gradients are STRICT tests.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -304,6 +304,30 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
     # placement of a small epsilon (test_gradient_clipping_epsilon_on_the_norm
     # reports it); float64 (STRICT): float64 accuracy.
     tol = CLIP_F64 if dtype == torch.float64 else CLIP_OFFICIAL
+    assert_close(
+        _present(grads),
+        _present(expected),
+        tol,
+        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
+        hints=_clipping_hints(params, grads, originals, expected, tol, case.max_norm, norm),
+        context=f"shapes {case.shapes}, frozen {case.frozen}, no grad {case.no_grad}, "
+        f"{dtype} on {device}; "
+        f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}",
+    )
+
+
+def _clipping_hints(
+    params: list[torch.nn.Parameter],
+    grads: list[torch.Tensor | None],
+    originals: Sequence[torch.Tensor | None],
+    expected: Sequence[torch.Tensor | None],
+    tol: Tolerance,
+    max_norm: float,
+    norm: float,
+) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """The known clipping bugs: those registered beside the oracle
+    (oracles/training.py KNOWN_BUGS), and two observations about the tensors
+    (left unscaled, replaced instead of scaled in place)."""
 
     def replaced_by_clipped() -> torch.Tensor:
         """The observed values themselves, when every p.grad holding the clipped
@@ -314,10 +338,8 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
             raise ValueError("the new p.grad tensors are not the clipped gradients either")
         return _present(grads)
 
-    replays = [
-        (c, lambda f=f: _present(f())) for c, f in KNOWN_BUGS.thunks("3.gradient_clipping", originals, case.max_norm)
-    ]
-    per_tensor = _present(clipped_grads_formula(originals, case.max_norm, per_tensor=True))
+    replays = [(c, lambda f=f: _present(f())) for c, f in KNOWN_BUGS.thunks("3.gradient_clipping", originals, max_norm)]
+    per_tensor = _present(clipped_grads_formula(originals, max_norm, per_tensor=True))
 
     def clipped_per_parameter() -> torch.Tensor:
         if torch.equal(per_tensor, _present(originals)):  # indistinguishable from "not clipped at all"
@@ -329,28 +351,19 @@ def _check_clipping(run_gradient_clipping, device, dtype, case: ClipCase) -> Non
             raise ValueError("p.grad replaced: the hint above says so")
         return _present(originals)
 
-    assert_close(
-        _present(grads),
-        _present(expected),
-        tol,
-        rule="3.gradient_clipping: gradients (the tensors passed in) after clipping, all parameters concatenated",
-        hints=[
-            *[(cause, clipped_per_parameter if "own norm" in cause else make) for cause, make in replays],
-            (
-                f"gradients left unscaled although the global norm {norm:.6g} of all of them exceeds "
-                f"max_norm {case.max_norm:.6g}",
-                left_unscaled,
-            ),
-            (
-                "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
-                "hold the clipped values, the ones passed in were left unscaled",
-                replaced_by_clipped,
-            ),
-        ],
-        context=f"shapes {case.shapes}, frozen {case.frozen}, no grad {case.no_grad}, "
-        f"{dtype} on {device}; "
-        f"global norm {norm:.6g}, max_norm {case.max_norm:.6g}",
-    )
+    return [
+        *[(cause, clipped_per_parameter if "own norm" in cause else make) for cause, make in replays],
+        (
+            f"gradients left unscaled although the global norm {norm:.6g} of all of them exceeds "
+            f"max_norm {max_norm:.6g}",
+            left_unscaled,
+        ),
+        (
+            "gradients replaced (p.grad = ...) instead of scaled in place: the p.grad tensors "
+            "hold the clipped values, the ones passed in were left unscaled",
+            replaced_by_clipped,
+        ),
+    ]
 
 
 @spec("3.gradient_clipping")

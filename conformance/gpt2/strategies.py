@@ -76,3 +76,12 @@ def fixed_model(seed: int = 0, **kw: Any) -> ModelCase:
     g = generator(seed)
     ids = torch.randint(0, c["vocab_size"], (2, c["context_length"]), generator=g)
     return ModelCase(c, o.model_weights(g, c), ids)
+
+
+def budget(n: int) -> Any:
+    """``n`` examples for a test whose every example builds models in the worker,
+    unless a larger Hypothesis profile (thorough, --max-examples) asks for more."""
+    from hypothesis import settings
+
+    chosen = settings.default.max_examples
+    return settings(max_examples=n if chosen <= 25 else chosen)

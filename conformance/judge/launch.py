@@ -31,6 +31,34 @@ from lmspec.conformance.target import Target
 LOG_CAP = 2_000_000
 
 
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that started
+    it ends (PR_SET_PDEATHSIG), so a killed grader or test run leaves no
+    judge behind (the judge, told by SIGTERM, ends its whole process group:
+    conformance/plugin.py). A no-op where prctl does not exist."""
+
+    def apply() -> None:
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, sig)
+
+    return apply
+
+
+def end_group_on_sigterm() -> None:
+    """In a judge that leads its own process group (the grader starts it so):
+    SIGTERM ends the group at once, its xdist workers included (their
+    sandboxed workers die with them)."""
+    if os.getpgid(0) != os.getpid():
+        return
+
+    def end(signum: int, frame: Any) -> None:
+        os.killpg(os.getpid(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end)
+
+
 def suite_paths(settings: Any, target: Target) -> list[str]:
     """The test paths the judge runs: --suite, else the profile's test modules."""
     if settings.suite:
@@ -148,6 +176,7 @@ def run_judge(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),
         )
         try:
             while proc.poll() is None:

@@ -14,7 +14,9 @@ about workers x jobs judge processes; docs/course.md.
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 import typing
 from pathlib import Path
@@ -72,7 +74,9 @@ def _formats(args: argparse.Namespace) -> list[str]:
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise UsageError(f"--format: unknown {', '.join(unknown)} (choose from {', '.join(FORMATS)})")
+        raise UsageError(
+            f"--format {args.format}: unknown {', '.join(unknown)}; expected a comma list of {', '.join(FORMATS)}"
+        )
     return formats
 
 
@@ -90,18 +94,27 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError("--workers goes without --scheduler (the cluster at --scheduler has its own workers)")
 
 
-def _check_spec(args: argparse.Namespace) -> None:
+def _check_profile(args: argparse.Namespace) -> None:
     if args.profile is not None and args.profile not in profiles.NAMES:
-        raise UsageError(f"--profile: unknown {args.profile!r} (choose from {', '.join(profiles.NAMES)})")
-    if args.spec:
-        ids = [i.id for p in profiles.all_profiles() for i in p.items]
-        for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
-            if not any(i == sel or i.startswith(sel + ".") for i in ids):
-                sections = sorted({i.partition(".")[0] for i in ids})
-                raise UsageError(
-                    f"--spec {sel}: matches no spec item; expected item ids or their prefixes, comma-separated "
-                    f"(sections {', '.join(sections)}; every id: lmspec spec --list)"
-                )
+        raise UsageError(f"--profile {args.profile}: unknown profile; expected one of {', '.join(profiles.NAMES)}")
+
+
+def _check_spec(args: argparse.Namespace, target: Target | None) -> None:
+    """Every --spec selector names an item of what is graded (the target's
+    profile when it is known before the grading; any profile's otherwise)."""
+    if not args.spec:
+        return
+    known = target is not None and target.detected_by != "star-import"
+    chosen = [profiles.get(target.profile)] if known else list(profiles.all_profiles())  # type: ignore[union-attr]
+    ids = [i.id for p in chosen for i in p.items]
+    whose = f" of profile {chosen[0].name}" if known else ""
+    for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
+        if not any(i == sel or i.startswith(sel + ".") for i in ids):
+            sections = sorted({i.partition(".")[0] for i in ids})
+            raise UsageError(
+                f"--spec {sel}: matches no spec item{whose}; expected item ids or their prefixes, comma-separated "
+                f"(sections {', '.join(sections)}; every id: lmspec spec --list)"
+            )
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -143,7 +156,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
     """The formats, the points table and the target (None with --batch); UsageError on a mistake."""
     formats = _formats(args)
     _check_numbers(args)
-    _check_spec(args)
+    _check_profile(args)
     if args.target and args.adapter:
         raise UsageError("give TARGET or --adapter, not both")
     args.adapter = args.adapter or args.target
@@ -155,6 +168,7 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
             target = resolve(args.adapter, args.profile, python=args.python)
         except (TargetError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
+    _check_spec(args, target)
     try:
         points = load_points(args.points, target.profile if target else args.profile)
     except PointsFileError as exc:
@@ -200,7 +214,15 @@ class _ProgressDisplay:
             print(f"{self.label}: {p.done}/{p.total or p.done} tests done, {p.failures} failed", file=sys.stderr)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM and SIGHUP end the grading as Ctrl-C does: the judge and its workers are ended first
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -263,6 +263,9 @@ class GradeReport:
                 for o, name in ((Outcome.ERROR, "errors"), (Outcome.TIMEOUT, "timeouts"))
                 if counts.get(str(o))
             ]
+            strict_failed = sum(t.strength == "strict" and t.outcome in FAILED_OUTCOMES for t in all_tests)
+            if strict_failed:
+                detail.append(f"{strict_failed} of them STRICT")
             parts.append(f"{failed} failed" + (f" ({', '.join(detail)})" if detail else ""))
         for o in (Outcome.NOT_CHECKED, Outcome.NOT_IMPLEMENTED, Outcome.NOT_PROVIDED, Outcome.SKIPPED):
             if counts.get(str(o)):

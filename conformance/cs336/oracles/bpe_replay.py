@@ -305,13 +305,16 @@ def describe_merge_mismatch(
     return None if mismatch is None else mismatch.text()
 
 
+_CAUSE = "  likely cause: "
+
+
 def merge_mismatch(
     got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
 ) -> MergeMismatch | None:
     """None when ``got`` equals the slow oracle's merges for this training run;
     otherwise the first differing merge index, both pairs with their counts at
-    that step, the top candidates, and the known bugs that would produce
-    exactly ``got`` up to that point (the causes)."""
+    that step, the top candidates (the facts), and the known bugs that would
+    produce exactly ``got`` up to that point (the causes)."""
     expected = train_bpe(text, vocab_size, special_tokens).merges
     got = list(got)
     if got == expected:
@@ -329,70 +332,94 @@ def merge_mismatch(
         "  most frequent pairs at that step: "
         + ", ".join(f"{_show(p)}: {n}" for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
     ]
-    causes: list[str] = []
     if i > 0:
         lines.append("  merges before it agree: ... " + ", ".join(_show(p) for p in expected[max(0, i - 3) : i]))
     # (Counts are those of the merges applied as the spec says; an
     # implementation that applies them otherwise has other counts, so a count
-    # of 0 alone proves nothing about it.)
+    # of 0 alone proves nothing about it.) What the wrong merge is made of is
+    # a fact, not a replayed bug.
     if isinstance(g, tuple) and not any(g[0] + g[1] in p for p in pretokens):
-        token = g[0] + g[1]
-        segments = [p.encode("utf-8") for p, special in split_on_specials(text, special_tokens) if not special]
-        if any(token in seg for seg in segments):
-            where = "spans a pre-token boundary (pairs must be counted inside GPT-2 pre-tokens)"
-        elif token in b"".join(segments):
-            where = "spans a special token (the corpus is split on special tokens, not stripped of them)"
-        elif any(token in st.encode("utf-8") for st in special_tokens):
-            where = "occurs only inside special tokens, which never take part in pair counts"
-        else:
-            where = "occurs nowhere in the text between special tokens: a merge is only made of a pair that occurs"
-        lines.append(f"  merge {i} makes {token!r}, which {where}")
+        lines.append(f"  merge {i} makes {g[0] + g[1]!r}, which {_why_absent(g, text, special_tokens)}")
     elif i >= len(expected) and i < len(got):
         lines.append(f"  after merge {i - 1} no pair is left to merge: training stops there (vocab_size is a maximum)")
-    # vocab_size miscounts, by the prefix property of greedy training: a run
-    # with a smaller vocab_size makes the first merges of a larger one. With
-    # one special token, a miscount of it and an off-by-one in the stopping
-    # test give the same merges, so the hint names both.
-    k = len(special_tokens)
+    causes = []
+    for line in _vocab_size_causes(got, expected, words, counts, vocab_size, len(special_tokens)) + _known_bug_causes(
+        got, expected, i, text, vocab_size, special_tokens
+    ):
+        cause = line.removeprefix(_CAUSE)
+        if cause.startswith("training stopped after"):  # a fact (with this input's numbers), not a replay
+            lines.append(f"  {cause}")
+        else:
+            causes.append(cause)
+    return MergeMismatch(lines, causes)
+
+
+def _why_absent(pair: tuple[bytes, bytes], text: str, special_tokens: Sequence[str]) -> str:
+    """Where the token of a merged pair that occurs in no pre-token comes from."""
+    token = pair[0] + pair[1]
+    segments = [p.encode("utf-8") for p, special in split_on_specials(text, special_tokens) if not special]
+    if any(token in seg for seg in segments):
+        return "spans a pre-token boundary (pairs must be counted inside GPT-2 pre-tokens)"
+    if token in b"".join(segments):
+        return "spans a special token (the corpus is split on special tokens, not stripped of them)"
+    if any(token in st.encode("utf-8") for st in special_tokens):
+        return "occurs only inside special tokens, which never take part in pair counts"
+    return "occurs nowhere in the text between special tokens: a merge is only made of a pair that occurs"
+
+
+def _vocab_size_causes(
+    got: list[object], expected: list[Pair], words: Counter[Word], counts: Counter[Pair], vocab_size: int, k: int
+) -> list[str]:
+    """vocab_size miscounts, by the prefix property of greedy training: a run
+    with a smaller vocab_size makes the first merges of a larger one. With
+    one special token (``k``), a miscount of it and an off-by-one in the
+    stopping test give the same merges, so the hint names both."""
     full = vocab_size - 256 - k  # merges when no early stop
     extra = len(got) - full
     if len(expected) == full and extra > 0 and got[:full] == expected and got[full:] == train_from_words(words, extra):
-        # i == full here: `words` is the state after `expected`
+        # the first difference is at `full` here: `words` is the state after `expected`
         if extra == k:
-            causes.append(
-                f"special tokens not counted in vocab_size ({k} merge(s) too many: vocab_size "
+            return [
+                f"  likely cause: special tokens not counted in vocab_size ({k} merge(s) too many: vocab_size "
                 "counts the bytes, the special tokens and the merges)"
                 + (", or the stopping test is off by one" if k == 1 else "")
-            )
-        elif extra == 1:
-            causes.append("the stopping test is off by one (one merge too many)")
-    elif len(got) < len(expected) and got == expected[: len(got)]:
+            ]
+        if extra == 1:
+            return ["  likely cause: the stopping test is off by one (one merge too many)"]
+        return []
+    if len(got) < len(expected) and got == expected[: len(got)]:
         short = min(len(expected), full) - len(got)
         if k and short == k and len(expected) >= full:
-            causes.append(
-                f"special tokens subtracted twice from vocab_size ({k} merge(s) too few)"
+            return [
+                f"  likely cause: special tokens subtracted twice from vocab_size ({k} merge(s) too few)"
                 + (", or the stopping test is off by one" if k == 1 else "")
-            )
-        elif short == 1 and len(expected) >= full:
-            causes.append("the stopping test is off by one (one merge too few)")
-        else:
-            lines.append(
-                f"  training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
-                f"while pairs were left (next: {_show(expected[len(got)])}, count "
-                f"{counts.get(expected[len(got)], 0)})"
-            )
-    # A known bug is named when replaying it gives the implementation's merges:
-    # all of them, or (on a big corpus) the first KNOWN_BUG_WINDOW after the
-    # first difference; agreeing on the first differing merge alone is often
-    # a coincidence (two bugs can pick the same pair once).
+            ]
+        if short == 1 and len(expected) >= full:
+            return ["  likely cause: the stopping test is off by one (one merge too few)"]
+        return [
+            f"  likely cause: training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
+            f"while pairs were left (next: {_show(expected[len(got)])}, count "
+            f"{counts.get(expected[len(got)], 0)})"
+        ]
+    return []
+
+
+def _known_bug_causes(
+    got: list[object], expected: list[Pair], i: int, text: str, vocab_size: int, special_tokens: Sequence[str]
+) -> list[str]:
+    """A known bug is named when replaying it gives the implementation's merges:
+    all of them, or (on a big corpus) the first KNOWN_BUG_WINDOW after the
+    first difference ``i``; agreeing on the first differing merge alone is
+    often a coincidence (two bugs can pick the same pair once)."""
     n = len(got) if len(text) * len(got) <= HINT_BUDGET else min(len(got), i + 1 + KNOWN_BUG_WINDOW)
     if len(text) * n > HINT_BUDGET:
-        return MergeMismatch(lines, causes)  # replaying known bugs would take too long here
+        return []  # replaying known bugs would take too long here
+    causes = []
     for cause, bug in KNOWN_BUGS.items():
         if bug.keys() & {"split_specials", "drop_specials"} and not special_tokens:
             continue
         whole = n == len(got)
         variant = train_bpe(text, vocab_size if whole else 256 + len(special_tokens) + n, special_tokens, **bug)
         if (variant.merges == got if whole else variant.merges[:n] == got[:n]) and variant.merges != expected:
-            causes.append(cause)
-    return MergeMismatch(lines, causes)
+            causes.append(f"  likely cause: {cause}")
+    return causes

@@ -35,7 +35,7 @@ import regex
 import tiktoken
 
 from lmspec.conformance import hints
-from lmspec.conformance.cs336.oracles.bpe_replay import Pair, pretokenize, split_on_specials
+from lmspec.conformance.cs336.oracles.bpe_replay import Pair, merge_word, pretokenize, split_on_specials
 
 EOT = "<|endoftext|>"
 
@@ -170,17 +170,7 @@ def bpe_by_pairs(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
         candidates = [(pair_rank[p], p) for p in itertools.pairwise(parts) if p in pair_rank]
         if not candidates:
             break
-        pair = min(candidates)[1]
-        merged: list[bytes] = []
-        i = 0
-        while i < len(parts):
-            if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
-                merged.append(parts[i] + parts[i + 1])
-                i += 2
-            else:
-                merged.append(parts[i])
-                i += 1
-        parts = merged
+        parts = list(merge_word(tuple(parts), min(candidates)[1]))
     return parts
 
 
@@ -529,22 +519,7 @@ def encode_iterable_memory_hint(
         f"{repeated:.0f} KiB on a stream of the same length whose lines repeat"
     )
     if repeated > bound_kib:
-        repeated_half = growth_kib(stream_chars // 2, False)
-        figures += f", {repeated_half:.0f} KiB on half of that"
-        if _grows(repeated, repeated_half, bound_kib):
-            return (
-                f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
-                f"with the stream's length even when no new pre-token appears {figures})"
-            )
-        if fresh_grows:
-            return (
-                "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
-                f"pre-token cache that grows with the distinct pre-tokens met {figures})"
-            )
-        return (
-            "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
-            f"and the same when no new pre-token appears {figures})"
-        )
+        return _cause_when_repeats_exceed(growth_kib, stream_chars, repeated, fresh_grows, bound_kib, figures)
     if fresh_grows:
         return (
             "a pre-token cache that keeps every distinct pre-token met (unbounded, or bounded above what this "
@@ -555,4 +530,33 @@ def encode_iterable_memory_hint(
         "a bounded pre-token cache (e.g. an LRU of many entries) whose full size exceeds the allowance: memory "
         "is the same for half the stream, and small when no new pre-token appears; bound the cache lower "
         f"{figures})"
+    )
+
+
+def _cause_when_repeats_exceed(
+    growth_kib: Callable[[int, bool], float],
+    stream_chars: int,
+    repeated: float,
+    fresh_grows: bool,
+    bound_kib: float,
+    figures: str,
+) -> str:
+    """The cause when even a stream of repeating lines exceeds the allowance:
+    something kept per character (it grows with the repeating stream too), or a
+    fixed cost (with or without a growing cache besides)."""
+    repeated_half = growth_kib(stream_chars // 2, False)
+    figures += f", {repeated_half:.0f} KiB on half of that"
+    if _grows(repeated, repeated_half, bound_kib):
+        return (
+            f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
+            f"with the stream's length even when no new pre-token appears {figures})"
+        )
+    if fresh_grows:
+        return (
+            "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
+            f"pre-token cache that grows with the distinct pre-tokens met {figures})"
+        )
+    return (
+        "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
+        f"and the same when no new pre-token appears {figures})"
     )
