@@ -34,7 +34,7 @@ from pathlib import Path
 import regex
 import tiktoken
 
-from lmspec.conformance.cs336.oracles.bpe_replay import Pair, pretokenize, split_on_specials
+from lmspec.conformance.cs336.oracles.bpe_replay import Pair, merge_word, pretokenize, split_on_specials
 
 EOT = "<|endoftext|>"
 
@@ -169,17 +169,7 @@ def bpe_by_pairs(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
         candidates = [(pair_rank[p], p) for p in itertools.pairwise(parts) if p in pair_rank]
         if not candidates:
             break
-        pair = min(candidates)[1]
-        merged: list[bytes] = []
-        i = 0
-        while i < len(parts):
-            if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
-                merged.append(parts[i] + parts[i + 1])
-                i += 2
-            else:
-                merged.append(parts[i])
-                i += 1
-        parts = merged
+        parts = list(merge_word(tuple(parts), min(candidates)[1]))
     return parts
 
 
