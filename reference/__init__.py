@@ -35,6 +35,8 @@ CHECKED: tuple[str, ...] = tuple(
         "training.data",
         "training.checkpoint",
         "training.loop",
+        "training.evaluation",
+        "training.runtime",
     )
 )
 

@@ -72,10 +72,13 @@ def test_special_split_is_longest_match():
 def test_pretokenize_whitespace_lookahead():
     assert bpe_replay.pretokenize("a  b\n\n") == ["a", " ", " b", "\n\n"]
     assert bpe_replay.pretokenize("don't 42x") == ["don", "'t", " 42", "x"]
+    # Upper-case contractions are not contractions; the IGNORECASE bug makes them so.
+    assert bpe_replay.pretokenize("O'Sullivan") == ["O", "'", "Sullivan"]
+    assert bpe_replay.pretokenize("O'Sullivan", ignorecase=True) == ["O", "'S", "ullivan"]
 
 
 def test_known_bug_switches_change_the_result():
-    text = "ab<|endoftext|>ab ab! ba<|endoftext|>aaa aaa"
+    text = "ab<|endoftext|>ab ab! ba<|endoftext|>aaa aaa IT'S IT'S"
     good = bpe_replay.train_bpe(text, 280, [EOT]).merges
     for cause, bug in bpe_replay.KNOWN_BUGS.items():
         assert bpe_replay.train_bpe(text, 280, [EOT], **bug).merges != good, cause

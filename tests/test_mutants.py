@@ -17,6 +17,16 @@ def test_catalog_is_large_and_spread():
     assert sections >= {"1", "2", "3", "4"}, sections
 
 
+def test_gpt2_catalog_covers_every_core_item():
+    """The gpt2 profile: at least 30 mutants, every core item of its record with one."""
+    from lmspec.conformance.profiles import Kind, get
+
+    gpt2 = [m for m in MUTANTS if m.meta.get("profile") == "gpt2"]
+    assert len(gpt2) >= 30, f"only {len(gpt2)} gpt2 mutants"
+    core = {i.id for i in get("gpt2").items if i.kind is Kind.CORE}
+    assert core <= {m.meta["spec"] for m in gpt2}, core - {m.meta["spec"] for m in gpt2}
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_suite_kills_mutant(mutant):
     outcome = run_one(mutant)
@@ -28,3 +38,11 @@ def test_suite_kills_mutant(mutant):
         )
         return
     assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    if "never_hinted" in mutant.meta:  # a hint whose bug this is not must stay silent
+        named = [h for h in mutant.meta["never_hinted"] for t in outcome.failures if h in t]
+        assert not named, f"mutant {mutant.name} was told a wrong likely cause: {named}"
+    if "costs" in mutant.meta:  # one bug, one item
+        assert outcome.must_items == set(mutant.meta["costs"]), (
+            f"mutant {mutant.name} ({mutant.meta['bug']}) must cost exactly {sorted(mutant.meta['costs'])}, "
+            f"it fails MUST tests of {sorted(outcome.must_items)}"
+        )

@@ -77,3 +77,26 @@ def test_smoke_profiles_are_the_package_modules(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         smoke.main(["--profile", "harness"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_gpt2_smoke_run_end_to_end(tmp_path: Path) -> None:
+    """``--profile gpt2``: the book's loader, model, schedule and generation on the
+    TinyStories sample; the losses fall and text comes out."""
+    from lmspec.tools.smoke import gpt2
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.smoke", "--profile", "gpt2", "--out", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert proc.returncode == 0 and summary["ok"], output
+    assert summary["train_loss"] < summary["initial_train_loss"] - gpt2.TRAIN_DROP_AT_LEAST
+    assert summary["val_loss_gpt2"] < summary["initial_val_loss"] - gpt2.VAL_DROP_AT_LEAST
+    assert summary["sample"].startswith(gpt2.PROMPT)

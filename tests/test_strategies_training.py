@@ -48,14 +48,40 @@ def test_adamw_runs_are_valid(run):
     assert 1 <= run.steps <= MAX_ADAMW_STEPS and len(run.grad_present) == run.steps
     assert all(len(row) == run.n_params for row in run.grad_present)
     for h in [run.defaults, *run.group_hypers()]:
-        assert 0 < h.lr <= 0.1 + 1e-12 and 0 <= h.beta1 < 1 and 0 < h.beta2 <= 0.999
-        assert h.eps > 0 and h.weight_decay >= 0
+        _assert_interior(h)
     init, grads = run.tensors()
     assert [len(ps) for ps in init] == [len(g.shapes) for g in run.groups]
     assert all(p.dtype == torch.float32 for ps in init for p in ps)
     assert all(
         (g is None) == (not present) for row, flags in zip(grads, run.grad_present) for g, present in zip(row, flags)
     )
+
+
+def _assert_interior(h: AdamWHyper) -> None:
+    """SPEC §3: the hyperparameters people train with (issue 19: a MUST test
+    drew β1 = 0, which a repository validating 0 < β1 < 1 rejects)."""
+    assert 0 < h.lr <= 0.1 + 1e-12, h
+    assert 0.5 <= h.beta1 <= 0.99 and 0.9 <= h.beta2 <= 0.9999, h
+    assert 1e-10 * (1 - 1e-9) <= h.eps <= 1e-6 * (1 + 1e-9) and 0 <= h.weight_decay <= 0.1, h
+
+
+@few
+@given(run=adamw_runs(per_group="all", schedule=False))
+def test_adamw_runs_draw_only_the_contracts_interior(run):
+    """Every MUST run, and the per-group STRICT runs too: edges are drawn only
+    by ``edges=True`` (test_adamw_edge_hyperparameters)."""
+    for h in [run.defaults, *run.group_hypers()]:
+        _assert_interior(h)
+    lrs = run.lrs() or []
+    assert all(0 <= lr <= 0.1 + 1e-12 for row in lrs for lr in row)
+
+
+@few
+@given(run=adamw_runs(edges=True))
+def test_adamw_edge_runs_leave_the_interior(run):
+    h = run.defaults
+    assert (h.beta1 <= 0.5 and h.beta2 <= 0.9) or h.beta2 > 0.9999
+    assert h.eps >= 1e-6 * (1 - 1e-9) and h.weight_decay >= 0.1
 
 
 @few
@@ -82,7 +108,9 @@ def test_adamw_strict_runs_may_override_every_hyperparameter(run):
 @few
 @given(sched=schedules())
 def test_schedules_are_valid(sched):
-    assert 0 <= sched.alpha_min <= sched.alpha_max and 1 <= sched.warmup < sched.cycle
+    # MUST schedules: a warm-up of at least one iteration (zero warm-up is a
+    # STRICT edge), α_min at most half α_max.
+    assert 0 <= sched.alpha_min <= 0.5 * sched.alpha_max * (1 + 1e-12) and 1 <= sched.warmup < sched.cycle
     ts = sched.boundary_iters()
     assert {sched.warmup, sched.cycle, sched.cycle + 1} <= set(ts)
 

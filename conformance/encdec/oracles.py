@@ -143,10 +143,18 @@ def mha(d_model: int, num_heads: int, weights: Mapping[str, Tensor], query, key,
     return out
 
 
+def _tanh_gelu(x: Tensor) -> Tensor:
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
 def feed_forward(weights: Mapping[str, Tensor], x: Tensor, activation: str = "relu") -> Tensor:
+    """``activation``: "relu", "gelu" (exact) or "gelu_tanh" (the tanh approximation)."""
     w = {k: f64(v) for k, v in weights.items()}
     hidden = f64(x) @ w["fc1.weight"].T + w["fc1.bias"]
-    hidden = torch.relu(hidden) if activation == "relu" else torch.nn.functional.gelu(hidden)
+    if activation == "relu":
+        hidden = torch.relu(hidden)
+    else:
+        hidden = _tanh_gelu(hidden) if activation == "gelu_tanh" else torch.nn.functional.gelu(hidden)
     return hidden @ w["fc2.weight"].T + w["fc2.bias"]
 
 
@@ -157,12 +165,13 @@ def _sub(weights: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
 
 def _torch_layer(kind: str, d_model: int, num_heads: int, d_ff: int, weights: Mapping[str, Tensor], conv: Conventions):
     cls = torch.nn.TransformerEncoderLayer if kind == "encoder" else torch.nn.TransformerDecoderLayer
+    activation = _tanh_gelu if conv.activation == "gelu_tanh" else conv.activation
     layer = cls(
         d_model,
         num_heads,
         d_ff,
         dropout=0.0,
-        activation=conv.activation,
+        activation=activation,
         layer_norm_eps=1e-5,
         batch_first=True,
         norm_first=conv.norm == "pre",

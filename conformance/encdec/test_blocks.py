@@ -15,7 +15,7 @@ import torch
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import conventions, expected  # noqa: F401  (fixture)
 
 SEEDS = [0, 1, 2]
 KEYS = ("norm", "layer_norm", "activation")
@@ -48,9 +48,9 @@ def test_encoder_layer(run_encoder_layer, conventions, seed, d, h, d_ff):  # noq
     hints.append(("source mask ignored", lambda: o.encoder_layer(d, h, d_ff, w, x, None, conventions)))
     assert_close(
         out,
-        o.encoder_layer(d, h, d_ff, w, x, mask, conventions),
+        expected(conventions, lambda conv: o.encoder_layer(d, h, d_ff, w, x, mask, conv), out, c.TOL_LAYER),
         c.TOL_LAYER,
-        rule=f"encoder layer vs torch.nn.TransformerEncoderLayer (float64; declared {conventions.declared()})",
+        rule=f"encoder layer vs torch.nn.TransformerEncoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=hints,
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, src_mask {mask.int().tolist()}",
     )
@@ -91,9 +91,9 @@ def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noq
     ]
     assert_close(
         out,
-        oracle(),
+        expected(conventions, oracle, out, c.TOL_LAYER),
         c.TOL_LAYER,
-        rule=f"decoder layer vs torch.nn.TransformerDecoderLayer (float64; declared {conventions.declared()})",
+        rule=f"decoder layer vs torch.nn.TransformerDecoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=hints,
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, memory{tuple(memory.shape)}",
     )

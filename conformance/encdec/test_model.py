@@ -19,7 +19,7 @@ import torch
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import conventions, expected  # noqa: F401  (fixture)
 
 SIZES = [c.Sizes(17, 19, 16, 2, 4, 32), c.Sizes(13, 11, 12, 1, 2, 24)]
 SEEDS = [0, 1]
@@ -65,9 +65,9 @@ def test_model_matches_oracle(run_encoder_decoder, conventions, seed, sizes):  #
     ]
     assert_close(
         out,
-        oracle(),
+        expected(conventions, oracle, out, c.TOL_MODEL),
         c.TOL_MODEL,
-        rule=f"encoder-decoder output vs the float64 oracle (declared {conventions.declared()})",
+        rule=f"encoder-decoder output vs the float64 oracle (declared {conventions.declared(*KEYS)})",
         hints=hints,
         context=f"{sizes}, src {src.tolist()}, tgt {tgt.tolist()}",
     )
@@ -218,3 +218,19 @@ def test_greedy_prefix_consistency(run_greedy_decode, conventions):  # noqa: F81
     short = _greedy(run_greedy_decode, sizes, w, src, src_mask, 4, None)
     long = _greedy(run_greedy_decode, sizes, w, src, src_mask, 7, None)
     assert_equal(short.tolist(), long[:, :4].tolist(), rule="greedy decoding is prefix-consistent")
+
+
+@pytest.mark.spec("encdec.greedy")
+def test_greedy_stops_when_every_row_ended(run_greedy_decode, conventions):  # noqa: F811
+    """One sequence: decoding stops right after end_id is appended (end_id included)."""
+    sizes, w, src, src_mask, end, _ = _greedy_case(conventions, 0, 7, with_end=True)
+    src, src_mask = src[:1], src_mask[:1]
+    expected = o.greedy(tuple(sizes), w, src, src_mask, 7, c.START, end, conventions)
+    assert expected.shape[1] < 7 and int(expected[0, -1]) == end  # the case's own premise
+    out = _greedy(run_greedy_decode, sizes, w, src, src_mask, 7, end)
+    assert_equal(
+        out.tolist(),
+        expected.tolist(),
+        rule=f"greedy decoding appends end_id={end}, then stops",
+        context=f"src {src.tolist()}, max_len 7",
+    )

@@ -224,10 +224,15 @@ def hf_gpt2(c: Mapping[str, Any], seed: int) -> Any:
     )
     torch.manual_seed(seed)
     hf = GPT2LMHeadModel(config).eval()
-    with torch.no_grad():  # biases and norms away from their zero/one init, so each one shows
+    with torch.no_grad():  # weights of order one (GPT-2's 0.02 init makes attention nearly uniform,
+        # so a wrong split of Q and K would hide), biases and norms away from zero and one
         for name, p in hf.named_parameters():
             if name.endswith(".bias") or ".ln_" in name or name.startswith("transformer.ln_f"):
                 p.add_(torch.randn_like(p) * 0.2)
+            elif name.endswith(("wte.weight", "wpe.weight")):
+                p.copy_(torch.randn_like(p))
+            else:  # Conv1D weights are (in, out)
+                p.copy_(torch.randn_like(p) / math.sqrt(p.shape[0]))
     return hf
 
 

@@ -58,6 +58,7 @@ def _check(fn, case):
     )
 
 
+@sg.budget(12)
 @pytest.mark.spec("gpt2.mha")
 @given(case=sg.mha_cases(square=True))
 def test_mha_matches_float64(gpt2_mha, case):
@@ -65,6 +66,7 @@ def test_mha_matches_float64(gpt2_mha, case):
     _check(gpt2_mha, case)
 
 
+@sg.budget(8)
 @pytest.mark.spec("gpt2.mha")
 @given(case=sg.mha_cases(square=False))
 def test_mha_d_in_differs_from_d_out(gpt2_mha, case):
@@ -72,6 +74,7 @@ def test_mha_d_in_differs_from_d_out(gpt2_mha, case):
     _check(gpt2_mha, case)
 
 
+@sg.budget(6)
 @pytest.mark.spec("gpt2.mha")
 @given(case=sg.mha_cases(), data=st.data())
 def test_mha_is_causal(gpt2_mha, case, data):
@@ -114,6 +117,7 @@ def test_mha_dropout_acts_on_attention_weights(gpt2_mha):
     )
 
 
+@sg.budget(4)
 @pytest.mark.spec("gpt2.mha")
 @strict
 @given(case=sg.mha_cases(batch=(1, 1)))

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.gpt2 import oracles as o
+from lmspec.conformance.gpt2 import strategies as sg
 
 TEXT = (
     "Once upon a time, there was a little robot named Bo. Bo liked to count the stars.<|endoftext|>"
@@ -25,6 +26,7 @@ def _ids(encoding, text=TEXT):
     return encoding.encode(text, allowed_special={o.END_OF_TEXT})
 
 
+@sg.budget(12)
 @pytest.mark.spec("gpt2.dataset")
 @given(max_length=st.integers(2, 16), stride=st.integers(1, 20))
 def test_dataset_windows(gpt2_dataset, encoding, max_length, stride):
@@ -62,6 +64,7 @@ def test_dataset_encodes_end_of_text(gpt2_dataset, encoding):
     assert_equal(flat, _ids(encoding)[: len(flat)], rule="GPT-2 token ids of the text")
 
 
+@sg.budget(8)
 @pytest.mark.spec("gpt2.dataset")
 @given(batch=st.integers(1, 4), max_length=st.integers(2, 8), stride=st.integers(1, 8), drop_last=st.booleans())
 def test_dataloader_batches_in_order(gpt2_dataloader, encoding, batch, max_length, stride, drop_last):

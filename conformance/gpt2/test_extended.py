@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from lmspec.conformance.asserts import assert_close, assert_equal
 from lmspec.conformance.gpt2 import oracles as o
+from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.tolerances import Tolerance
 
 GPT2_SMALL = {
@@ -30,6 +31,7 @@ def _lr(step, initial, peak, low, warmup, total):
     return low + (peak - low) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+@sg.budget(20)
 @pytest.mark.spec("gpt2.schedule")
 @given(
     warmup=st.integers(1, 50),

@@ -22,6 +22,7 @@ def _setup(seed: int, context: int = 8, vocab: int = 40):
     return c, w, g
 
 
+@sg.budget(6)
 @pytest.mark.spec("gpt2.generate_simple")
 @given(seed=sg.seeds, batch=st.integers(1, 3), prompt=st.integers(1, 5), new=st.integers(1, 8), crop=st.integers(2, 8))
 def test_generate_text_simple_is_greedy(gpt2_generate_simple, seed, batch, prompt, new, crop):
@@ -64,6 +65,7 @@ def _sample_replay(prompt, steps, w, c, seed, temperature, top_k, eos_id=None):
     return ids
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.generate")
 @given(seed=sg.seeds, prompt=st.integers(1, 4), new=st.integers(1, 6))
 def test_generate_temperature_zero_is_argmax(gpt2_generate, seed, prompt, new):
@@ -86,6 +88,7 @@ def test_generate_temperature_zero_is_argmax(gpt2_generate, seed, prompt, new):
         )
 
 
+@sg.budget(8)
 @pytest.mark.spec("gpt2.generate")
 @given(seed=sg.seeds, temperature=st.sampled_from([0.7, 1.0, 1.5]), top_k=st.sampled_from([None, 2, 5]))
 def test_generate_samples_like_the_book(gpt2_generate, seed, temperature, top_k):
@@ -127,6 +130,7 @@ def test_generate_samples_like_the_book(gpt2_generate, seed, temperature, top_k)
     assert_equal(out, [expected], rule=rule, context=f"seed {seed}, temperature {temperature}, top_k {top_k}")
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.generate")
 @given(seed=sg.seeds, k=st.integers(1, 4))
 def test_generate_top_k_keeps_the_k_largest(gpt2_generate, seed, k):
@@ -156,6 +160,7 @@ def test_generate_top_k_keeps_the_k_largest(gpt2_generate, seed, k):
         )
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.generate")
 @given(seed=sg.seeds, stop=st.integers(0, 3))
 def test_generate_stops_at_eos_without_appending(gpt2_generate, seed, stop):

@@ -5,11 +5,12 @@ checkpoint's layout; after loading, the reader's logits agree with it."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.gpt2 import oracles as o
+from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.tolerances import Tolerance
 
 TOL = Tolerance(1e-4, 1e-4, "float32 against float32 transformers, two layers")
@@ -22,7 +23,7 @@ def hf():
 
 
 @pytest.mark.spec("gpt2.load_weights")
-@settings(max_examples=5)
+@sg.budget(3)
 @given(seed=st.integers(0, 2**31 - 1), tokens=st.integers(1, 16))
 def test_loaded_logits_agree_with_transformers(gpt2_load_weights, hf, seed, tokens):
     """The GPT-2 checkpoint's arrays loaded into GPTModel give transformers' logits."""

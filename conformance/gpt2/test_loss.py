@@ -25,6 +25,7 @@ def _batches(seed: int, n: int, c):
     return out
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.loss")
 @given(seed=sg.seeds)
 def test_calc_loss_batch(gpt2_loss_batch, seed):
@@ -38,6 +39,7 @@ def test_calc_loss_batch(gpt2_loss_batch, seed):
     assert_close(got, o.loss(logits, y), TOL, rule="calc_loss_batch = mean cross-entropy", hints=hints)
 
 
+@sg.budget(6)
 @pytest.mark.spec("gpt2.loss")
 @given(seed=sg.seeds, n=st.integers(1, 4), num=st.sampled_from([None, 1, 2, 9]))
 def test_calc_loss_loader_mean_of_first_batches(gpt2_loss_loader, seed, n, num):

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
+from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.tolerances import Tolerance
@@ -15,6 +15,7 @@ TOL = Tolerance(2e-4, 2e-4, "float32 layers vs float64, two blocks")
 strict = pytest.mark.strict
 
 
+@sg.budget(6)
 @pytest.mark.spec("gpt2.block")
 @given(case=sg.model_cases(layers=(1, 1)))
 def test_block_matches_float64(gpt2_block, case):
@@ -57,6 +58,7 @@ def _model_hints(case):
     return hints
 
 
+@sg.budget(8)
 @pytest.mark.spec("gpt2.model")
 @given(case=sg.model_cases())
 def test_model_logits_match_float64(gpt2_model, case):
@@ -73,6 +75,7 @@ def test_model_logits_match_float64(gpt2_model, case):
     )
 
 
+@sg.budget(5)
 @pytest.mark.spec("gpt2.model")
 @given(case=sg.model_cases(batch=(1, 2)), data=st.data())
 def test_model_prefix_gives_prefix_logits(gpt2_model, case, data):
@@ -106,13 +109,11 @@ def test_model_drop_rate_zero_is_identity_in_training(gpt2_model):
 
 @pytest.mark.spec("gpt2.model")
 def test_model_has_the_books_weights_untied(gpt2_model_info):
-    """The model's parameters are the book's keys and shapes; out_head has no
+    """The book's weights (every key, shape) fit the model; out_head has no
     bias and its own weight (tied only by loading); LayerNorms start at scale 1, shift 0."""
     case = sg.fixed_model(0, qkv_bias=True)
-    info = gpt2_model_info(cfg=case.cfg)
-    expected = {k: list(v.shape) for k, v in case.weights.items()}
-    assert_equal(sorted(info["shapes"]), sorted(expected), rule="parameter names are the book's state-dict keys")
-    assert_equal(info["shapes"], expected, rule="parameter shapes are the book's")
+    info = gpt2_model_info(cfg=case.cfg, weights=case.weights)
+    assert info["weights_problem"] is None, info["weights_problem"]
     assert not info["tied"], "out_head.weight is tok_emb.weight: the head is tied at construction (SPEC §6.1: not tied)"
     for key, (lo, hi) in info["layernorm_init"].items():
         want = 1.0 if key.endswith("scale") else 0.0

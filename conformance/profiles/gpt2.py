@@ -13,8 +13,9 @@ names are mapped by a small file that imports them under the book's names::
     from my_gpt import *  # noqa: F403  the names already spelled as in the book
 
 and, when its submodules are named differently from the book's state-dict
-keys, a function ``lmspec_map_weights(weights) -> dict`` that renames the
-keys. The functions are lmspec's (the book has no adapter interface): every
+keys, a function ``lmspec_map_weights(weights, module) -> dict`` that renames
+the keys for ``module`` (the reader's freshly built class being loaded).
+The functions are lmspec's (the book has no adapter interface): every
 argument goes by keyword.
 
 Extended: ``get_lr_and_clip(global_step, initial_lr, peak_lr, min_lr,
@@ -47,7 +48,7 @@ FUNCTIONS = (
     ),
     Function("gpt2_block", (*_CFG_W, "in_features", *_TRAIN)),
     Function("gpt2_model", (*_CFG_W, "in_idx", *_TRAIN)),
-    Function("gpt2_model_info", ("cfg",)),
+    Function("gpt2_model_info", ("cfg", "weights")),
     Function("gpt2_generate_simple", (*_CFG_W, "idx", "max_new_tokens", "context_size")),
     Function(
         "gpt2_generate",

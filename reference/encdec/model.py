@@ -198,7 +198,7 @@ def greedy_decode(
     ys = torch.full((src.shape[0], 1), start_id, dtype=torch.long, device=src.device)
     ended = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     while ys.shape[1] < max_len:
-        hidden = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], ys.device))
+        hidden = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], ys.device).unsqueeze(0))
         nxt = model.generate(hidden[:, -1]).argmax(dim=-1)
         if end_id is not None:
             nxt = nxt.masked_fill(ended, end_id)

@@ -31,7 +31,7 @@ _WHERE = {
     "iter_pretokens": "pretokenize",
     "split_on_special_tokens": "pretokenize",
     "Tokenizer": "tokenizer",
-    "count_file_pretokens": "train",
+    "count_file_pretokens": "counting",
     "train_bpe": "train",
     "train_bpe_from_counts": "train",
 }

@@ -2,8 +2,8 @@
 
 Two phases, separately callable:
 
-1. ``count_file_pretokens``: count the pre-tokens of a UTF-8 file. Large files
-   are cut into chunks at safe boundaries and counted in worker processes.
+1. ``count_file_pretokens`` (counting.py): count the pre-tokens of a UTF-8 file.
+   Large files are cut into chunks at safe boundaries and counted in worker processes.
 2. ``train_bpe_from_counts``: the merge loop over those counts.
 
 Vocabulary ids (SPEC leaves the order of the initial tokens to us): byte ``b``
@@ -19,14 +19,7 @@ deletion; ties go to the lexicographically greater ``(bytes_a, bytes_b)``
 through a sort key that reverses byte order (see ``_reversed_key``).
 """
 
-import contextlib
-import io
 import itertools
-import math
-import multiprocessing
-import os
-import re
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from pathlib import Path
@@ -34,26 +27,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from lmspec.reference._types import PathLike
-from lmspec.reference.tokenizer.pretokenize import _check_special_tokens, count_pretokens
+from lmspec.reference.tokenizer.counting import count_file_pretokens
+from lmspec.reference.tokenizer.pretokenize import _check_special_tokens
 
-__all__ = [
-    "PARALLEL_MIN_BYTES",
-    "PROGRESS_MIN_BYTES",
-    "count_file_pretokens",
-    "find_chunk_boundaries",
-    "train_bpe",
-    "train_bpe_from_counts",
-]
+__all__ = ["PROGRESS_MIN_BYTES", "train_bpe", "train_bpe_from_counts"]
 
-# Below this size one process counts faster than starting workers does.
-PARALLEL_MIN_BYTES: int = 4 << 20
 # Inputs at least this large show tqdm progress unless progress=False.
 PROGRESS_MIN_BYTES: int = 10 << 20
-_MAX_CHUNK_BYTES: int = 64 << 20
-_SCAN_BLOCK: int = 1 << 20
-# A cut after "\n" between two printable ASCII characters splits no pre-token:
-# neither neighbour is whitespace, so the "\n" is a pre-token of its own.
-_NEWLINE_CUT: bytes = rb"(?<=[!-~]\n)(?=[!-~])"
 
 
 def train_bpe(
@@ -101,142 +81,6 @@ def _check_vocab_size(vocab_size: int, specials: tuple[str, ...]) -> None:
         raise ValueError(
             f"vocab_size ({vocab_size}) must be at least {smallest}: 256 byte tokens + {len(specials)} special token(s)"
         )
-
-
-# --- phase 1: pre-token counts ----------------------------------------------
-def _decode_or_raise(data: bytes, path: Path, offset: int) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        bad = offset + err.start
-        raise ValueError(
-            f"{str(path)!r} is not valid UTF-8: first bad byte 0x{data[err.start]:02x} "
-            f"at byte offset {bad} ({err.reason})"
-        ) from None
-
-
-def _count_chunk(job: tuple[str, int, int, tuple[str, ...]]) -> tuple[dict[str, int], int, str]:
-    """Worker: pre-token counts of bytes [start, end) of a file, or (empty, bad offset, reason)."""
-    path, start, end, specials = job
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return {}, start + err.start, err.reason
-    return dict(count_pretokens(text, specials)), -1, ""
-
-
-def _specials_can_overlap(encoded: list[bytes]) -> bool:
-    """Whether occurrences of specials can overlap (as "aa" in "aaa", "<e>" in "<e><e>")."""
-    return any(t in s[1:] or any(t.startswith(s[i:]) for i in range(1, len(s))) for s in encoded for t in encoded)
-
-
-def _cut_pattern(specials: tuple[str, ...]) -> re.Pattern[bytes] | None:
-    """Byte pattern whose match starts are safe chunk boundaries (None: no safe cut).
-
-    A special-token start is safe when occurrences of specials cannot overlap:
-    then every occurrence is a match of the split. A newline cut is safe when
-    no special contains a newline.
-    """
-    encoded = [s.encode("utf-8") for s in specials]
-    alternatives = []
-    if encoded and not _specials_can_overlap(encoded):
-        alternatives += [re.escape(s) for s in sorted(encoded, key=len, reverse=True)]
-    if not any(b"\n" in s for s in encoded):
-        alternatives.append(_NEWLINE_CUT)
-    return re.compile(b"|".join(alternatives)) if alternatives else None
-
-
-def find_chunk_boundaries(path: PathLike, num_chunks: int, special_tokens: Sequence[str]) -> list[int]:
-    """Byte offsets ``0 = b0 < b1 < ... = file size`` cutting the file into at most ``num_chunks``.
-
-    Each inner offset is the first safe cut at or after an even split point:
-    the start of a special token, or (when no special contains a newline) just
-    after a ``\\n`` between two printable ASCII characters. Counting the
-    chunks separately gives the counts of the whole file.
-    """
-    size = os.path.getsize(path)
-    pattern = _cut_pattern(_check_special_tokens(special_tokens))
-    if num_chunks <= 1 or size == 0 or pattern is None:
-        return [0, size]
-    overlap = max((len(s.encode("utf-8")) for s in special_tokens), default=0) + 2
-    boundaries = [0]
-    with open(path, "rb") as f:
-        for i in range(1, num_chunks):
-            guess = max(size * i // num_chunks, boundaries[-1])
-            boundaries.append(_next_cut(f, guess, size, pattern, overlap))
-            if boundaries[-1] == size:
-                break  # that scan reached the end: no cut lies further on
-    boundaries.append(size)
-    return sorted(set(boundaries))
-
-
-def _next_cut(f: io.BufferedIOBase, start: int, size: int, pattern: re.Pattern[bytes], overlap: int) -> int:
-    """First safe cut at or after ``start`` (``size`` when there is none)."""
-    position = start
-    while position < size:
-        base = max(position - 2, 0)  # two bytes back: the newline cut looks behind
-        f.seek(base)
-        block = f.read(position - base + _SCAN_BLOCK + overlap)
-        match = pattern.search(block, position - base)
-        if match is not None:
-            return base + match.start()
-        position += _SCAN_BLOCK
-    return size
-
-
-def count_file_pretokens(
-    input_path: PathLike,
-    special_tokens: Sequence[str],
-    *,
-    num_workers: int | None = None,
-    progress: bool = False,
-    min_parallel_bytes: int = PARALLEL_MIN_BYTES,
-) -> Counter[str]:
-    """Pre-token counts of a UTF-8 file, special tokens excluded (SPEC §1.1).
-
-    Files of ``min_parallel_bytes`` or more are cut by ``find_chunk_boundaries``
-    and counted by up to ``num_workers`` processes (default: CPU count).
-    """
-    path = Path(input_path)
-    specials = _check_special_tokens(special_tokens)
-    size = path.stat().st_size
-    workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
-    if workers < 1:
-        raise ValueError(f"num_workers ({num_workers}) must be at least 1")
-    if size < min_parallel_bytes:
-        text = _decode_or_raise(path.read_bytes(), path, 0)
-        return count_pretokens(text, specials)
-
-    # Several chunks per worker keep workers busy and bound the memory per chunk.
-    num_chunks = max(workers * 4, math.ceil(size / _MAX_CHUNK_BYTES))
-    bounds = find_chunk_boundaries(path, num_chunks, specials)
-    jobs = [(str(path), a, b, specials) for a, b in itertools.pairwise(bounds)]
-    totals: Counter[str] = Counter()
-    with contextlib.ExitStack() as stack:
-        if workers == 1 or len(jobs) == 1:
-            results = map(_count_chunk, jobs)
-        else:
-            pool = stack.enter_context(multiprocessing.get_context().Pool(min(workers, len(jobs))))
-            results = pool.imap(_count_chunk, jobs)
-        # Created after the workers exist: tqdm's monitor thread must not be forked.
-        bar = stack.enter_context(
-            tqdm(total=size, unit="B", unit_scale=True, desc="pre-tokenize", disable=not progress)
-        )
-        # In order: the first chunk reporting bad UTF-8 holds the file's first bad byte.
-        for (counts, bad, reason), (_, a, b, _) in zip(results, jobs):
-            if bad >= 0:
-                with open(path, "rb") as f:
-                    f.seek(bad)
-                    byte = f.read(1)[0]
-                raise ValueError(
-                    f"{str(path)!r} is not valid UTF-8: first bad byte 0x{byte:02x} at byte offset {bad} ({reason})"
-                )
-            totals.update(counts)
-            bar.update(b - a)
-    return totals
 
 
 # --- phase 2: merges ---------------------------------------------------------
@@ -299,7 +143,32 @@ def train_bpe_from_counts(
     words, freqs = _initial_words(word_counts)
     # Keys of special ids are never used: specials never take part in pairs.
     keys = [_reversed_key(vocab[i]) for i in range(len(vocab))]
+    pair_counts, pair_words = _count_pairs(words, freqs)
+    heap = [(-count, keys[a] + keys[b], a, b) for (a, b), count in pair_counts.items()]
+    heapify(heap)
 
+    bar = tqdm(total=vocab_size - len(vocab), desc="merges", disable=not progress)
+    while len(vocab) < vocab_size:
+        best = _pop_most_frequent(heap, pair_counts)
+        if best is None:
+            break  # no pair left to merge
+        a, b = best
+        new_id = len(vocab)
+        vocab[new_id] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        keys.append(_reversed_key(vocab[new_id]))
+        deltas = _merge_in_words(words, freqs, pair_words, best, new_id)
+        pair_counts.pop(best, None)  # every occurrence is gone
+        _apply_deltas(deltas, pair_counts, pair_words, heap, keys)
+        bar.update(1)
+    bar.close()
+    return vocab, merges
+
+
+def _count_pairs(
+    words: list[list[int]], freqs: list[int]
+) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], set[int]]]:
+    """How often each adjacent pair occurs (weighted by the words' counts), and which words hold it."""
     pair_counts: dict[tuple[int, int], int] = {}
     pair_words: dict[tuple[int, int], set[int]] = {}
     for wi, word in enumerate(words):
@@ -311,77 +180,91 @@ def train_bpe_from_counts(
                 pair_words[pair] = {wi}
             else:
                 holders.add(wi)
-    heap = [(-count, keys[a] + keys[b], a, b) for (a, b), count in pair_counts.items()]
-    heapify(heap)
+    return pair_counts, pair_words
 
-    bar = tqdm(total=vocab_size - len(vocab), desc="merges", disable=not progress)
-    while len(vocab) < vocab_size:
-        while heap:
-            neg_count, _, a, b = heappop(heap)
-            if pair_counts.get((a, b)) == -neg_count:
-                break  # else stale: that pair's count changed after this entry was pushed
+
+def _pop_most_frequent(
+    heap: list[tuple[int, str, int, int]], pair_counts: dict[tuple[int, int], int]
+) -> tuple[int, int] | None:
+    """The most frequent pair (ties: the lexicographically greater one), None when none is left."""
+    while heap:
+        neg_count, _, a, b = heappop(heap)
+        if pair_counts.get((a, b)) == -neg_count:
+            return a, b
+        # else stale: that pair's count changed after this entry was pushed
+    return None
+
+
+def _merge_in_words(
+    words: list[list[int]],
+    freqs: list[int],
+    pair_words: dict[tuple[int, int], set[int]],
+    merged_pair: tuple[int, int],
+    new_id: int,
+) -> dict[tuple[int, int], int]:
+    """Replace ``merged_pair`` by ``new_id`` in every word holding it; the pair counts' changes."""
+    a, b = merged_pair
+    deltas: dict[tuple[int, int], int] = {}
+    for wi in pair_words.pop(merged_pair):
+        word = words[wi]
+        positions = [i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair]
+        if not positions:
+            continue  # stale holder: pair_words sets may overshoot, never undershoot
+        count = freqs[wi]
+        n = len(word)
+        if len(positions) == 1:
+            # Fast path: only the pairs next to the occurrence change.
+            i = positions[0]
+            if i > 0:
+                left = word[i - 1]
+                deltas[(left, a)] = deltas.get((left, a), 0) - count
+                deltas[(left, new_id)] = deltas.get((left, new_id), 0) + count
+                pair_words.setdefault((left, new_id), set()).add(wi)
+            if i + 2 < n:
+                right = word[i + 2]
+                deltas[(b, right)] = deltas.get((b, right), 0) - count
+                deltas[(new_id, right)] = deltas.get((new_id, right), 0) + count
+                pair_words.setdefault((new_id, right), set()).add(wi)
+            words[wi] = [*word[:i], new_id, *word[i + 2 :]]
+            continue
+        if a == b:  # "aaa": occurrences overlap; keep them left to right
+            kept = [positions[0]]
+            for i in positions[1:]:
+                if i >= kept[-1] + 2:
+                    kept.append(i)
+            positions = kept
+        merged: list[int] = []
+        start = 0
+        for i in positions:
+            merged += word[start:i]
+            merged.append(new_id)
+            start = i + 2
+        merged += word[start:]
+        for pair in itertools.pairwise(word):
+            deltas[pair] = deltas.get(pair, 0) - count
+        for pair in itertools.pairwise(merged):
+            deltas[pair] = deltas.get(pair, 0) + count
+            if new_id in pair:
+                pair_words.setdefault(pair, set()).add(wi)
+        words[wi] = merged
+    return deltas
+
+
+def _apply_deltas(
+    deltas: dict[tuple[int, int], int],
+    pair_counts: dict[tuple[int, int], int],
+    pair_words: dict[tuple[int, int], set[int]],
+    heap: list[tuple[int, str, int, int]],
+    keys: list[str],
+) -> None:
+    """New counts of the pairs a merge changed, pushed on the heap (gone pairs forgotten)."""
+    for pair, delta in deltas.items():
+        if delta == 0:
+            continue  # pair not touching the merge: its count is unchanged
+        count = pair_counts.get(pair, 0) + delta
+        if count > 0:
+            pair_counts[pair] = count
+            heappush(heap, (-count, keys[pair[0]] + keys[pair[1]], pair[0], pair[1]))
         else:
-            break  # no pair left to merge
-        new_id = len(vocab)
-        vocab[new_id] = vocab[a] + vocab[b]
-        merges.append((vocab[a], vocab[b]))
-        keys.append(_reversed_key(vocab[new_id]))
-
-        deltas: dict[tuple[int, int], int] = {}
-        merged_pair = (a, b)
-        for wi in pair_words.pop(merged_pair):
-            word = words[wi]
-            positions = [i for i, pair in enumerate(itertools.pairwise(word)) if pair == merged_pair]
-            if not positions:
-                continue  # stale holder: pair_words sets may overshoot, never undershoot
-            count = freqs[wi]
-            n = len(word)
-            if len(positions) == 1:
-                # Fast path: only the pairs next to the occurrence change.
-                i = positions[0]
-                if i > 0:
-                    left = word[i - 1]
-                    deltas[(left, a)] = deltas.get((left, a), 0) - count
-                    deltas[(left, new_id)] = deltas.get((left, new_id), 0) + count
-                    pair_words.setdefault((left, new_id), set()).add(wi)
-                if i + 2 < n:
-                    right = word[i + 2]
-                    deltas[(b, right)] = deltas.get((b, right), 0) - count
-                    deltas[(new_id, right)] = deltas.get((new_id, right), 0) + count
-                    pair_words.setdefault((new_id, right), set()).add(wi)
-                words[wi] = [*word[:i], new_id, *word[i + 2 :]]
-                continue
-            if a == b:  # "aaa": occurrences overlap; keep them left to right
-                kept = [positions[0]]
-                for i in positions[1:]:
-                    if i >= kept[-1] + 2:
-                        kept.append(i)
-                positions = kept
-            merged: list[int] = []
-            start = 0
-            for i in positions:
-                merged += word[start:i]
-                merged.append(new_id)
-                start = i + 2
-            merged += word[start:]
-            for pair in itertools.pairwise(word):
-                deltas[pair] = deltas.get(pair, 0) - count
-            for pair in itertools.pairwise(merged):
-                deltas[pair] = deltas.get(pair, 0) + count
-                if new_id in pair:
-                    pair_words.setdefault(pair, set()).add(wi)
-            words[wi] = merged
-        pair_counts.pop(merged_pair, None)  # every occurrence is gone
-        for pair, delta in deltas.items():
-            if delta == 0:
-                continue  # pair not touching the merge: its count is unchanged
-            count = pair_counts.get(pair, 0) + delta
-            if count > 0:
-                pair_counts[pair] = count
-                heappush(heap, (-count, keys[pair[0]] + keys[pair[1]], pair[0], pair[1]))
-            else:
-                pair_counts.pop(pair, None)
-                pair_words.pop(pair, None)
-        bar.update(1)
-    bar.close()
-    return vocab, merges
+            pair_counts.pop(pair, None)
+            pair_words.pop(pair, None)

@@ -158,7 +158,12 @@ def save_checkpoint(
     if not isinstance(out, str | os.PathLike):
         torch.save(payload, out)
         return
-    path = Path(out)
+    _save_atomically(payload, Path(out))
+
+
+def _save_atomically(payload: dict[str, Any], path: Path) -> None:
+    """``torch.save`` to a temporary file beside ``path``, synced, then renamed over it:
+    a reader sees the old checkpoint or the new one, never half of one."""
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -18,43 +18,43 @@ forward pass) also saves the state of the last completed step before it
 propagates.
 """
 
-import contextlib
 import json
 import math
-import os
-import shutil
-import signal
-import tempfile
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
 from lmspec.reference.nn import TransformerLM
-from lmspec.reference.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from lmspec.reference.training.checkpoint import save_checkpoint
 from lmspec.reference.training.clipping import clip_grad_norm
 from lmspec.reference.training.config import TrainConfig
 from lmspec.reference.training.data import get_batch, resolve_device
+from lmspec.reference.training.evaluation import TokenArray, autocast, evaluate, open_tokens
 from lmspec.reference.training.loss import cross_entropy
 from lmspec.reference.training.optimizer import AdamW
+from lmspec.reference.training.runtime import (
+    GracefulInterrupt,
+    JsonlLog,
+    atomic_copy,
+    checkpoint_to_resume,
+    cpu_threads,
+    deterministic_algorithms,
+    plot_quietly,
+    resume_from,
+)
 from lmspec.reference.training.schedule import cosine_lr
 
 __all__ = ["TrainResult", "evaluate", "open_tokens", "train"]
 
-TokenArray = npt.NDArray[np.integer]
-
 LOG_NAME = "log.jsonl"
-PLOT_NAME = "loss.png"
 CONFIG_NAME = "config.json"
-_SCAN_CHUNK = 1 << 24  # tokens per chunk when scanning a memmap for its largest id
 
 
 @dataclass(frozen=True)
@@ -71,90 +71,6 @@ class TrainResult:
     log_path: Path
     plot_path: Path | None
     interrupted: bool
-
-
-def open_tokens(path: str | os.PathLike, vocab_size: int, *, name: str = "data") -> TokenArray:
-    """Memory-map a 1-D token array: ``.npy`` via ``np.load(mmap_mode="r")``, any
-    other file as raw ``uint16`` (``uint32`` when ``vocab_size > 65,536``).
-
-    The whole array is scanned once, in chunks, for its largest id, so a data
-    file that does not match the model's vocabulary fails here with a clear
-    message instead of deep inside the embedding.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: not 1-D integers, fewer than 2 tokens, or an id >= vocab_size.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{name} file {str(p)!r} does not exist")
-    try:
-        if p.suffix == ".npy":
-            tokens = np.load(p, mmap_mode="r")
-        else:
-            tokens = np.memmap(p, dtype=np.uint16 if vocab_size <= 65_536 else np.uint32, mode="r")
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"cannot memory-map {name} {str(p)!r}: {exc}") from exc
-    if tokens.ndim != 1 or tokens.dtype.kind not in "ui":
-        raise ValueError(
-            f"{name} {str(p)!r} must be a 1-D integer array, got shape {tokens.shape} and dtype {tokens.dtype}"
-        )
-    if len(tokens) < 2:
-        raise ValueError(f"{name} {str(p)!r} holds {len(tokens)} token(s); at least 2 are needed")
-    low, high = _id_range(tokens)
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(
-            f"{name} {str(p)!r} contains token id {bad}, outside the model's vocabulary "
-            f"[0, {vocab_size}): was it encoded with a different tokenizer?"
-        )
-    return tokens
-
-
-def _id_range(tokens: TokenArray) -> tuple[int, int]:
-    low, high = 0, 0
-    for i in range(0, len(tokens), _SCAN_CHUNK):
-        chunk = tokens[i : i + _SCAN_CHUNK]
-        low, high = min(low, int(chunk.min())), max(high, int(chunk.max()))
-    return low, high
-
-
-@torch.inference_mode()
-def evaluate(
-    model: torch.nn.Module,
-    tokens: TokenArray,
-    context_length: int,
-    batch_size: int,
-    max_batches: int,
-    device: torch.device,
-    dtype: torch.dtype = torch.float32,
-) -> float:
-    """Mean cross-entropy over fixed, non-overlapping windows of ``tokens``.
-
-    Up to ``max_batches · batch_size`` windows of ``context_length`` tokens,
-    spread evenly over the array (all of them when it is short), so every
-    evaluation of a run sees the same tokens and consumes no randomness.
-    """
-    n_windows = (len(tokens) - 1) // context_length
-    if n_windows < 1:
-        raise ValueError(
-            f"validation data has {len(tokens)} tokens; context_length {context_length} "
-            f"needs at least {context_length + 1}"
-        )
-    take = min(n_windows, max_batches * batch_size)
-    starts = (np.arange(take, dtype=np.int64) * n_windows // take) * context_length
-    offsets = np.arange(context_length + 1, dtype=np.int64)
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for i in range(0, take, batch_size):
-        index = starts[i : i + batch_size, None] + offsets[None, :]
-        windows = torch.from_numpy(np.asarray(tokens[index], dtype=np.int64)).to(device)
-        with _autocast(device, dtype):
-            logits = model(windows[:, :-1])
-        total += float(cross_entropy(logits, windows[:, 1:])) * windows.shape[0]
-    model.train(was_training)
-    return total / take
 
 
 def train(config: TrainConfig, *, progress: bool = True, verbose: bool | None = None) -> TrainResult:
@@ -188,7 +104,7 @@ def train(config: TrainConfig, *, progress: bool = True, verbose: bool | None = 
             f"val_data has {len(val_tokens)} tokens; context_length {mcfg.context_length} "
             f"needs at least {mcfg.context_length + 1}"
         )
-    with _deterministic_algorithms(config.deterministic, device), _cpu_threads(config.threads):
+    with deterministic_algorithms(config.deterministic, device), cpu_threads(config.threads):
         return _train(config, device, train_tokens, val_tokens, progress, say)
 
 
@@ -206,7 +122,7 @@ def _train(
         total=config.steps, initial=run.start, desc="train", unit="step", disable=not progress, dynamic_ncols=True
     )
     run.model.train()
-    interrupt = _GracefulInterrupt(say)
+    interrupt = GracefulInterrupt(say)
     try:
         with interrupt:
             while run.step < config.steps and not interrupt.requested:
@@ -218,10 +134,10 @@ def _train(
     except BaseException as exc:
         bar.close()
         run.stop_on_error(exc)
-        _plot_quietly(config, run.log.path, run.out_dir)
+        plot_quietly(config, run.log.path, run.out_dir)
         raise
     bar.close()
-    return run.result(_plot_quietly(config, run.log.path, run.out_dir))
+    return run.result(plot_quietly(config, run.log.path, run.out_dir))
 
 
 class _Run:
@@ -243,7 +159,7 @@ class _Run:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_path = config.checkpoint_path
         self.ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-        resume_path = _resume_path(config)
+        resume_path = checkpoint_to_resume(config)
         _announce_start(config, resume_path, say)
         torch.manual_seed(config.seed)
         self.model = TransformerLM(config.model, device=device)
@@ -253,12 +169,12 @@ class _Run:
         self.batch_rng = np.random.default_rng(config.seed)
         self.start, self.elapsed_before, self.tokens_seen = 0, 0.0, 0
         if resume_path is not None:
-            self.start, self.elapsed_before, self.tokens_seen = _resume(
+            self.start, self.elapsed_before, self.tokens_seen = resume_from(
                 resume_path, config, self.model, self.optimizer, self.batch_rng
             )
             say(f"resumed from {resume_path} at step {self.start}")
         (self.out_dir / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-        self.log = _JsonlLog(self.out_dir / LOG_NAME, keep_through=self.start if resume_path else None)
+        self.log = JsonlLog(self.out_dir / LOG_NAME, keep_through=self.start if resume_path else None)
         self.clip_at = config.max_grad_norm if config.max_grad_norm is not None else math.inf
         self.tokens_per_step = config.batch_size * config.model.context_length
         self.t0 = time.perf_counter()
@@ -295,7 +211,7 @@ class _Run:
         }
         save_checkpoint(self.model, self.optimizer, step, self.ckpt_path, save_rng_state=True, metadata=metadata)
         if self.config.keep_checkpoints:
-            _atomic_copy(self.ckpt_path, self.ckpt_path.with_suffix(f".step{step}{self.ckpt_path.suffix}"))
+            atomic_copy(self.ckpt_path, self.ckpt_path.with_suffix(f".step{step}{self.ckpt_path.suffix}"))
         self.saved_step = step
 
     def log_untrained(self) -> None:
@@ -317,7 +233,7 @@ class _Run:
             self.device,
             generator=self.batch_rng,
         )
-        with _autocast(self.device, self.dtype):
+        with autocast(self.device, self.dtype):
             loss = cross_entropy(self.model(x), y)
         loss_value = float(loss.detach())
         if not math.isfinite(loss_value):
@@ -427,59 +343,6 @@ def _every(step: int, interval: int) -> bool:
     return interval > 0 and step % interval == 0
 
 
-@contextlib.contextmanager
-def _deterministic_algorithms(enabled: bool, device: torch.device) -> Iterator[None]:
-    """``torch.use_deterministic_algorithms(True)`` for the run, then the caller's setting.
-
-    subtle: on CPU the backward of the embedding lookup (an accumulating
-    ``index_put_``) adds rows in a thread-dependent order, so two identical runs
-    differ in the last bit after one step; deterministic mode sorts instead.
-    Elsewhere ops without a deterministic kernel only warn (``warn_only``).
-    """
-    if not enabled:
-        yield
-        return
-    previous = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    if device.type == "cuda":  # cuBLAS reads it when its first handle is created
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
-
-
-@contextlib.contextmanager
-def _cpu_threads(threads: int | None) -> Iterator[None]:
-    """``torch.set_num_threads(threads)`` for the run, then the caller's count.
-
-    Small models gain little from more threads, and on a shared machine idle
-    threads spin: measured on 2 busy cores, the 0.4M-parameter smoke model used
-    ~5x the CPU time per step with 2 threads as with 1, at the same speed.
-    """
-    if threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-@contextlib.contextmanager
-def _autocast(device: torch.device, dtype: torch.dtype) -> Iterator[None]:
-    if dtype == torch.float32:
-        yield
-    else:
-        with torch.autocast(device_type=device.type, dtype=dtype):
-            yield
-
-
 def _record(
     step: int,
     train_loss: float | None,
@@ -503,119 +366,3 @@ def _record(
 def _summary(step: int, steps: int, train: float, val: float | None, lr: float, secs: float) -> str:
     val_text = f"  val {val:.4f}" if val is not None else ""
     return f"step {step:>6}/{steps}  train {train:.4f}{val_text}  lr {lr:.2e}  {secs:7.1f}s"
-
-
-def _resume_path(config: TrainConfig) -> Path | None:
-    if config.resume is None:
-        return None
-    if config.resume == "auto":
-        return config.checkpoint_path if config.checkpoint_path.exists() else None
-    path = Path(config.resume)
-    if not path.is_file():
-        raise FileNotFoundError(f"resume checkpoint {str(path)!r} does not exist")
-    return path
-
-
-def _resume(
-    path: Path,
-    config: TrainConfig,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batch_rng: np.random.Generator,
-) -> tuple[int, float, int]:
-    """Load ``path`` into model/optimizer/RNGs; return (step, elapsed_s, tokens_seen)."""
-    payload = read_checkpoint(path)
-    metadata = payload.get("metadata") or {}
-    saved_model = (metadata.get("config") or {}).get("model")
-    if isinstance(saved_model, dict):
-        wanted = config.to_dict()["model"]
-        diffs = [
-            f"{k}: checkpoint {saved_model.get(k)!r}, config {v!r}"
-            for k, v in wanted.items()
-            if saved_model.get(k) != v
-        ]
-        if diffs:
-            raise ValueError(f"cannot resume from {str(path)!r}: the model differs ({'; '.join(diffs)})")
-    step = load_checkpoint(path, model, optimizer, restore_rng="rng" in payload)
-    # the config, not the checkpoint, owns the hyperparameters (lr is set every step)
-    for group in optimizer.param_groups:
-        group.update(betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
-    if "data_rng" in metadata:
-        batch_rng.bit_generator.state = metadata["data_rng"]
-    else:
-        warnings.warn(
-            f"{str(path)!r} holds no batch-sampler state: the resumed run will see "
-            "different batches than an uninterrupted one",
-            stacklevel=3,
-        )
-    tokens = metadata.get("tokens_seen", step * config.batch_size * config.model.context_length)
-    return step, float(metadata.get("elapsed_s", 0.0)), int(tokens)
-
-
-class _JsonlLog:
-    """Append-only JSONL log; on resume, records after the checkpoint's step are
-    dropped (they belong to the lost part of the interrupted run)."""
-
-    def __init__(self, path: Path, keep_through: int | None) -> None:
-        self.path = path
-        kept: list[str] = []
-        if keep_through is not None and path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):
-                    if line.strip() and json.loads(line)["step"] <= keep_through:
-                        kept.append(line + "\n")
-        path.write_text("".join(kept), encoding="utf-8")
-
-    def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-
-class _GracefulInterrupt:
-    """First SIGINT: set ``requested`` (the loop finishes its step and saves);
-    second: raise KeyboardInterrupt at once. Only the main thread can install
-    signal handlers; elsewhere this does nothing (Ctrl-C raises as usual)."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.requested = False
-        self._say = say
-        self._previous: Any = None
-
-    def __enter__(self) -> "_GracefulInterrupt":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        self._say("interrupt: finishing this step and saving a checkpoint (Ctrl-C again to abort)")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
-def _atomic_copy(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _plot_quietly(config: TrainConfig, log_path: Path, out_dir: Path) -> Path | None:
-    if not config.plot:
-        return None
-    from lmspec.reference.plotting import plot_loss_curve
-
-    try:
-        return plot_loss_curve(log_path, out_dir / PLOT_NAME, title=f"{config.out_dir}")
-    except Exception as exc:  # a plot must never cost the run its result
-        warnings.warn(f"could not write the loss plot: {exc}", stacklevel=2)
-        return None

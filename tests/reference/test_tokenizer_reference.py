@@ -34,8 +34,8 @@ from lmspec.reference.tokenizer import (
     train_bpe,
     train_bpe_from_counts,
 )
+from lmspec.reference.tokenizer.counting import find_chunk_boundaries
 from lmspec.reference.tokenizer.pretokenize import GPT2_REGEX, split_final_pretokens
-from lmspec.reference.tokenizer.train import find_chunk_boundaries
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|x|>"]

@@ -63,27 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if section not in args.sections:
             continue
         t0 = time.perf_counter()
-        if section == "bpe":
-            result = bpe.run(out, cache, quick=args.quick, log=log, own_tokenizer_dir=own_tokenizer_dir)
-            title, table = "1. BPE training", bpe.tables(result)
-        elif section == "encode":
-            result = encode.run(out, cache, quick=args.quick, log=log, own_tokenizer_dir=own_tokenizer_dir)
-            title, table = "2. Encoding", encode.tables(result)
-        elif section == "train":
-            result = train.run(out, quick=args.quick, log=log, profile=args.profile)
-            title, table = "3. Training step", train.tables(result)
-        elif section == "suite":
-            result = suite.run(quick=args.quick, log=log, repeats=args.suite_repeats)
-            title, table = "4. The suite", suite.tables(result)
-        elif section == "grading":
-            result = grading.run(quick=args.quick, log=log)
-            title, table = "5. The judge and its sandboxed worker", grading.tables(result)
-        elif section == "startup":
-            result = startup.run(quick=args.quick, log=log)
-            title, table = "6. Starting", startup.tables(result)
-        else:
-            result = grading.distribution(quick=args.quick, log=log)
-            title, table = "7. Grading typical submissions", grading.distribution_tables(result)
+        result, title, table = _run_section(section, args, out, cache, own_tokenizer_dir, log)
         result["section_wall_s"] = time.perf_counter() - t0
         report["sections"][section] = result
         markdown.append(f"## {title} ({result['section_wall_s']:.0f} s)\n\n{table}\n")
@@ -91,20 +71,50 @@ def main(argv: list[str] | None = None) -> int:
         report["load_end"] = load_1min()
         report["total_wall_s"] = time.perf_counter() - start
         (out / "bench.json").write_text(json.dumps(report, indent=1, default=str))
-    m = report["machine"]
-    header = (
-        f"# lmspec benchmarks{' (--quick)' if args.quick else ''}\n\n"
-        f"{m['cpu_model']}, {m['logical_cpus']} CPUs, {m['ram_bytes'] / 2**30:.0f} GiB; "
-        f"Python {m['python']}, torch {m['torch']}, tokenizers {m['tokenizers']}, "
-        f"tiktoken {m['tiktoken']}; load (1 min) {report['load_start']:.1f} at start, "
-        f"{report.get('load_end', load_1min()):.1f} at end; "
-        f"total {time.perf_counter() - start:.0f} s\n"
-    )
+    header = _header(report, quick=args.quick, total_s=time.perf_counter() - start)
     text = header + "\n" + "\n".join(markdown)
     (out / "bench.md").write_text(text)
     (out / "bench.json").write_text(json.dumps(report, indent=1, default=str))
     print(text)
     return 0
+
+
+def _run_section(
+    section: str, args: Any, out: Path, cache: Path, own_tokenizer_dir: Path, log: Any
+) -> tuple[dict[str, Any], str, str]:
+    """One section's measurements, its title and its table."""
+    if section == "bpe":
+        result = bpe.run(out, cache, quick=args.quick, log=log, own_tokenizer_dir=own_tokenizer_dir)
+        return result, "1. BPE training", bpe.tables(result)
+    if section == "encode":
+        result = encode.run(out, cache, quick=args.quick, log=log, own_tokenizer_dir=own_tokenizer_dir)
+        return result, "2. Encoding", encode.tables(result)
+    if section == "train":
+        result = train.run(out, quick=args.quick, log=log, profile=args.profile)
+        return result, "3. Training step", train.tables(result)
+    if section == "suite":
+        result = suite.run(quick=args.quick, log=log, repeats=args.suite_repeats)
+        return result, "4. The suite", suite.tables(result)
+    if section == "grading":
+        result = grading.run(quick=args.quick, log=log)
+        return result, "5. The judge and its sandboxed worker", grading.tables(result)
+    if section == "startup":
+        result = startup.run(quick=args.quick, log=log)
+        return result, "6. Starting", startup.tables(result)
+    result = grading.distribution(quick=args.quick, log=log)
+    return result, "7. Grading typical submissions", grading.distribution_tables(result)
+
+
+def _header(report: dict[str, Any], *, quick: bool, total_s: float) -> str:
+    m = report["machine"]
+    return (
+        f"# lmspec benchmarks{' (--quick)' if quick else ''}\n\n"
+        f"{m['cpu_model']}, {m['logical_cpus']} CPUs, {m['ram_bytes'] / 2**30:.0f} GiB; "
+        f"Python {m['python']}, torch {m['torch']}, tokenizers {m['tokenizers']}, "
+        f"tiktoken {m['tiktoken']}; load (1 min) {report['load_start']:.1f} at start, "
+        f"{report.get('load_end', load_1min()):.1f} at end; "
+        f"total {total_s:.0f} s\n"
+    )
 
 
 if __name__ == "__main__":

@@ -200,7 +200,7 @@ def plan(quick: bool, cache: Path, log: Any) -> list[tuple[str, Path, int, int]]
 
 def run(out: Path, cache: Path, *, quick: bool, log: Any, own_tokenizer_dir: Path) -> dict[str, Any]:
     """All BPE measurements; also saves the reference's tokenizer for the encode benchmark."""
-    from lmspec.reference.tokenizer.train import PARALLEL_MIN_BYTES
+    from lmspec.reference.tokenizer.counting import PARALLEL_MIN_BYTES
 
     cores = os.cpu_count() or 1
     results: dict[str, Any] = {"inputs": {}, "cores": cores, "notes": []}

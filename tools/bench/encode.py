@@ -249,57 +249,65 @@ def run(out: Path, cache: Path, *, quick: bool, log: Any, own_tokenizer_dir: Pat
         "memory": [],
         "load_before": load_1min(),
     }
-    single = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     for name, (vocab, merges) in tokenizers.items():
         log(f"encode: {name} tokenizer on {fmt_bytes(text_bytes)} x{repeats}")
-        rows = {}
-        for impl in IMPLS:
-            args = {"impl": impl, "vocab": vocab, "merges": merges, "text": str(text)}
-            rows[impl] = run_worker("encode", {**args, "repeats": repeats}, env=single)
-        mb = rows["ref"]["bytes"] / 1e6
-        for row in rows.values():
-            row["mb_per_s"] = mb / row["cold_s"]["median"]
-            row["same_ids_as_ref"] = row["ids_sha"] == rows["ref"]["ids_sha"]
-        ref = rows["ref"]
-        ref["warm_mb_per_s"] = mb / ref["warm_s"]["median"]
-        ref["pretok_fraction"] = ref["pretok_s"]["median"] / ref["cold_s"]["median"]
-        if "tiktoken" in rows:
-            ratio = rows["ref"]["mb_per_s"] / rows["tiktoken"]["mb_per_s"]
-            rows["ratio_ref_over_tiktoken"] = ratio
-            rows["target_met"] = ratio >= TARGET_FRACTION
-        results["throughput"][name] = rows
-
-    # memory: the own tokenizer (trained on this very text) streamed line by line,
-    # with encode_iterable's defaults; the longest stream is the 50 MB file read
-    # 4 times. One run each: peak memory does not vary with load as times do.
-    plans: list[dict[str, Any]] = (
-        [{"size": 300_000, "mode": "rss"}]
-        if quick
-        else [
-            {"size": 5_000_000, "mode": "rss"},
-            {"size": 50_000_000, "mode": "rss"},
-            {"size": 50_000_000, "passes": 4, "mode": "rss"},
-            {"size": 5_000_000, "mode": "tracemalloc"},
-            {"size": 50_000_000, "mode": "rss", "settings": "bulk"},
-        ]
-    )
-    for plan in plans:
-        passes, settings = plan.get("passes", 1), plan.get("settings", "defaults")
-        path = stdlib_corpus(plan["size"], cache)
-        stream_bytes = passes * plan["size"]
-        log(f"encode: encode_iterable memory, {fmt_bytes(stream_bytes)} stream, {plan['mode']}, {settings}")
-        args = {"vocab": tokenizers["own"][0], "merges": tokenizers["own"][1], "path": str(path)}
-        run = run_worker("stream_memory", {**args, "mode": plan["mode"], "passes": passes, "settings": settings})
-        row = {"stream_bytes": stream_bytes, "mode": plan["mode"], "settings": settings}
-        for key in ("extra_rss_bytes", "traced_peak_bytes", "traced_end_bytes", "seconds", "tokens"):
-            row[key] = run.get(key)
-        row["mb_per_s"] = stream_bytes / 1e6 / row["seconds"]
-        # tracemalloc's own bookkeeping inflates RSS: judge traced runs by their trace
-        measured = row["traced_peak_bytes"] if plan["mode"] == "tracemalloc" else row["extra_rss_bytes"]
-        row["target_met"] = None if measured is None or settings == "bulk" else measured < MEMORY_TARGET
-        results["memory"].append(row)
+        results["throughput"][name] = _throughput_rows(vocab, merges, text, repeats)
+    results["memory"] = [_memory_row(plan, tokenizers["own"], cache, log) for plan in _memory_plans(quick)]
     results["load_after"] = load_1min()
     return results
+
+
+def _throughput_rows(vocab: str, merges: str, text: Path, repeats: int) -> dict[str, Any]:
+    """Each implementation's encoding of ``text`` on one thread: MB/s, the same ids as the reference."""
+    single = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    rows = {}
+    for impl in IMPLS:
+        args = {"impl": impl, "vocab": vocab, "merges": merges, "text": str(text)}
+        rows[impl] = run_worker("encode", {**args, "repeats": repeats}, env=single)
+    mb = rows["ref"]["bytes"] / 1e6
+    for row in rows.values():
+        row["mb_per_s"] = mb / row["cold_s"]["median"]
+        row["same_ids_as_ref"] = row["ids_sha"] == rows["ref"]["ids_sha"]
+    ref = rows["ref"]
+    ref["warm_mb_per_s"] = mb / ref["warm_s"]["median"]
+    ref["pretok_fraction"] = ref["pretok_s"]["median"] / ref["cold_s"]["median"]
+    if "tiktoken" in rows:
+        ratio = rows["ref"]["mb_per_s"] / rows["tiktoken"]["mb_per_s"]
+        rows["ratio_ref_over_tiktoken"] = ratio
+        rows["target_met"] = ratio >= TARGET_FRACTION
+    return rows
+
+
+def _memory_plans(quick: bool) -> list[dict[str, Any]]:
+    """The own tokenizer (trained on this very text) streamed line by line, with
+    encode_iterable's defaults; the longest stream is the 50 MB file read 4 times.
+    One run each: peak memory does not vary with load as times do."""
+    if quick:
+        return [{"size": 300_000, "mode": "rss"}]
+    return [
+        {"size": 5_000_000, "mode": "rss"},
+        {"size": 50_000_000, "mode": "rss"},
+        {"size": 50_000_000, "passes": 4, "mode": "rss"},
+        {"size": 5_000_000, "mode": "tracemalloc"},
+        {"size": 50_000_000, "mode": "rss", "settings": "bulk"},
+    ]
+
+
+def _memory_row(plan: dict[str, Any], own: tuple[str, str], cache: Path, log: Any) -> dict[str, Any]:
+    passes, settings = plan.get("passes", 1), plan.get("settings", "defaults")
+    path = stdlib_corpus(plan["size"], cache)
+    stream_bytes = passes * plan["size"]
+    log(f"encode: encode_iterable memory, {fmt_bytes(stream_bytes)} stream, {plan['mode']}, {settings}")
+    args = {"vocab": own[0], "merges": own[1], "path": str(path)}
+    run = run_worker("stream_memory", {**args, "mode": plan["mode"], "passes": passes, "settings": settings})
+    row = {"stream_bytes": stream_bytes, "mode": plan["mode"], "settings": settings}
+    for key in ("extra_rss_bytes", "traced_peak_bytes", "traced_end_bytes", "seconds", "tokens"):
+        row[key] = run.get(key)
+    row["mb_per_s"] = stream_bytes / 1e6 / row["seconds"]
+    # tracemalloc's own bookkeeping inflates RSS: judge traced runs by their trace
+    measured = row["traced_peak_bytes"] if plan["mode"] == "tracemalloc" else row["extra_rss_bytes"]
+    row["target_met"] = None if measured is None or settings == "bulk" else measured < MEMORY_TARGET
+    return row
 
 
 def tables(results: dict[str, Any]) -> str:

@@ -97,32 +97,15 @@ def worker_train(args: dict[str, Any]) -> None:
     import torch
 
     from lmspec.reference.accounting import forward_flops
-    from lmspec.reference.nn import ModelConfig, TransformerLM
+    from lmspec.reference.nn import ModelConfig
 
     torch.set_num_threads(args["threads"])
     device = torch.device(args["device"])
     variant = args["variant"]
     cfg = ModelConfig(**args["model"])
     batch, warmup, steps = args["batch"], args["warmup"], args["steps"]
-    torch.manual_seed(0)
     result: dict[str, Any] = {"threads": torch.get_num_threads(), "base_rss_bytes": rss_now_bytes()}
-
-    if args["impl"] == "ref":
-        from lmspec.reference.training import AdamW, cross_entropy
-
-        model: Any = TransformerLM(cfg, device=device)
-        opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-        loss_fn: Callable[..., Any] = cross_entropy
-    else:
-        from lmspec.tools.bench.torch_native import NativeLM, check_equivalence, native_loss
-
-        model = NativeLM(**args["model"]).to(device)
-        reference_model = TransformerLM(cfg, device=device)
-        probe = torch.randint(cfg.vocab_size, (2, cfg.context_length), device=device)
-        result["max_logit_diff_vs_ref"] = check_equivalence(reference_model, model, probe)
-        del reference_model
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-        loss_fn = native_loss
+    model, opt, loss_fn = _model_and_optimizer(args, cfg, device, result)
     if "compile" in variant:
         model = torch.compile(model)
     use_bf16 = "bf16" in variant
@@ -150,25 +133,8 @@ def worker_train(args: dict[str, Any]) -> None:
         opt.step()
         return loss.detach()
 
-    times: list[float] = []
-    phases: dict[str, list[float]] = {"forward+loss": [], "backward": [], "optimizer": []}
-    loss = None
-    for i in range(warmup + steps):
-        sync()
-        t0 = time.perf_counter()
-        loss = step(i)
-        sync()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    # phase split from extra steps (the syncs between phases cost a little on CUDA)
-    for i in range(min(steps, 3)):
-        sync()
-        marks = [time.perf_counter()]
-        step(warmup + i, marks)
-        sync()
-        marks.append(time.perf_counter())
-        for name, a, b in zip(phases, marks, marks[1:]):
-            phases[name].append(b - a)
+    times, loss = _timed_steps(step, warmup, steps, sync)
+    phases = _phase_times(step, warmup, steps, sync)
     tokens = batch * cfg.context_length
     median = statistics.median(times)
     flops_per_token = 3 * forward_flops(cfg)["total"] / cfg.context_length
@@ -183,17 +149,75 @@ def worker_train(args: dict[str, Any]) -> None:
         phase_s={k: statistics.median(v) for k, v in phases.items()},
     )
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        peak = peak_bf16_flops(name)
-        result.update(
-            gpu=name,
-            peak_bf16_flops=peak,
-            mfu=None if peak is None else result["model_flops_per_s"] / peak,
-            cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(),
-        )
+        _add_gpu_facts(result, device)
     if args.get("profile"):
         result["profile"] = _profile(step, warmup + steps - 1, args["profile"], device.type)
     emit(result)
+
+
+def _model_and_optimizer(args: dict[str, Any], cfg: Any, device: Any, result: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The reference model with its AdamW and loss, or the torch-native one (checked
+    equivalent to the reference: its largest logit difference goes in ``result``)."""
+    import torch
+
+    from lmspec.reference.nn import TransformerLM
+
+    torch.manual_seed(0)
+    if args["impl"] == "ref":
+        from lmspec.reference.training import AdamW, cross_entropy
+
+        model: Any = TransformerLM(cfg, device=device)
+        return model, AdamW(model.parameters(), lr=1e-3, weight_decay=0.01), cross_entropy
+    from lmspec.tools.bench.torch_native import NativeLM, check_equivalence, native_loss
+
+    model = NativeLM(**args["model"]).to(device)
+    reference_model = TransformerLM(cfg, device=device)
+    probe = torch.randint(cfg.vocab_size, (2, cfg.context_length), device=device)
+    result["max_logit_diff_vs_ref"] = check_equivalence(reference_model, model, probe)
+    del reference_model
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01), native_loss
+
+
+def _timed_steps(step: Callable[..., Any], warmup: int, steps: int, sync: Callable[[], Any]) -> tuple[list[float], Any]:
+    """Wall time of each step after ``warmup`` ones; the last loss."""
+    times: list[float] = []
+    loss = None
+    for i in range(warmup + steps):
+        sync()
+        t0 = time.perf_counter()
+        loss = step(i)
+        sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times, loss
+
+
+def _phase_times(step: Callable[..., Any], warmup: int, steps: int, sync: Callable[[], Any]) -> dict[str, list[float]]:
+    """Forward+loss, backward and optimizer times from extra steps (the syncs between
+    phases cost a little on CUDA)."""
+    phases: dict[str, list[float]] = {"forward+loss": [], "backward": [], "optimizer": []}
+    for i in range(min(steps, 3)):
+        sync()
+        marks = [time.perf_counter()]
+        step(warmup + i, marks)
+        sync()
+        marks.append(time.perf_counter())
+        for name, a, b in zip(phases, marks, marks[1:]):
+            phases[name].append(b - a)
+    return phases
+
+
+def _add_gpu_facts(result: dict[str, Any], device: Any) -> None:
+    import torch
+
+    name = torch.cuda.get_device_name(device)
+    peak = peak_bf16_flops(name)
+    result.update(
+        gpu=name,
+        peak_bf16_flops=peak,
+        mfu=None if peak is None else result["model_flops_per_s"] / peak,
+        cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+    )
 
 
 def _profile(step: Callable[[int], Any], index: int, path: str, device: str) -> dict[str, Any]:
@@ -319,72 +343,24 @@ def run(out: Path, *, quick: bool, log: Any, profile: bool) -> dict[str, Any]:
     return results
 
 
+_COLUMNS = [
+    "config",
+    "variant",
+    "tokens/s",
+    "step (median)",
+    "vs native",
+    "model GFLOP/s",
+    "MFU",
+    "fwd / bwd / opt %",
+    "peak mem",
+]
+
+
 def tables(results: dict[str, Any]) -> str:
     out = []
     for device, per_device in results["devices"].items():
-        rows = []
-        for name, r in per_device.items():
-            m = r["config"]["model"]
-            shape = (
-                f"{name}: V{m['vocab_size']} d{m['d_model']} L{m['num_layers']} "
-                f"H{m['num_heads']} ff{m['d_ff']} T{m['context_length']} B{r['config']['batch']}"
-            )
-            native = r["torch-native"].get("tokens_per_s")
-            for label, row in r.items():
-                if not isinstance(row, dict) or label == "config":
-                    continue
-                if "error" in row:
-                    rows.append([shape, label, "error", "", "", "", "", "", ""])
-                    continue
-                mfu = row.get("mfu")
-                ph = row["phase_s"]
-                total = sum(ph.values())
-                split = " / ".join(f"{100 * v / total:.0f}" for v in ph.values())
-                rows.append(
-                    [
-                        shape,
-                        label,
-                        f"{row['tokens_per_s']:,.0f}",
-                        f"{row['step_s'] * 1000:.0f} ms",
-                        f"{row['tokens_per_s'] / native:.2f}x" if native else "-",
-                        f"{row['model_flops_per_s'] / 1e9:.1f}",
-                        "-" if mfu is None else f"{100 * mfu:.1f}%",
-                        split,
-                        fmt_bytes(row["cuda_peak_allocated_bytes"])
-                        if "cuda_peak_allocated_bytes" in row
-                        else fmt_peak(row["peak_rss_bytes"], row["base_rss_bytes"]),
-                    ]
-                )
-            rows.append(
-                [
-                    shape,
-                    "ref (off) / native",
-                    f"{r['ratio_ref_over_native']:.2f}x",
-                    "",
-                    f"target >= {TARGET_FRACTION}: {verdict(r['target_met'])}",
-                    "",
-                    f"checks-on overhead {100 * r['checks_on_overhead']:+.0f}%",
-                    "",
-                    f"load {r['load_before']:.1f}->{r['load_after']:.1f}",
-                ]
-            )
-        out.append(
-            f"**{device}**\n\n"
-            + markdown_table(
-                [
-                    "config",
-                    "variant",
-                    "tokens/s",
-                    "step (median)",
-                    "vs native",
-                    "model GFLOP/s",
-                    "MFU",
-                    "fwd / bwd / opt %",
-                    "peak mem",
-                ],
-                rows,
-            )
-        )
+        rows = [row for name, r in per_device.items() for row in _config_rows(name, r)]
+        out.append(f"**{device}**\n\n" + markdown_table(_COLUMNS, rows))
     prof_rows = [
         [f"{device} {name}", label]
         + [f"{100 * row['profile']['shares_of_op_time'].get(g, 0):.0f}%" for g in PROFILE_GROUPS]
@@ -402,3 +378,54 @@ def tables(results: dict[str, Any]) -> str:
     for reason in results["skipped"]:
         out.append(f"Skipped: {reason}.")
     return "\n\n".join(out)
+
+
+def _config_rows(name: str, r: dict[str, Any]) -> list[list[str]]:
+    """One model configuration's rows: a row per variant, then the ratio of the reference to native."""
+    m = r["config"]["model"]
+    shape = (
+        f"{name}: V{m['vocab_size']} d{m['d_model']} L{m['num_layers']} "
+        f"H{m['num_heads']} ff{m['d_ff']} T{m['context_length']} B{r['config']['batch']}"
+    )
+    native = r["torch-native"].get("tokens_per_s")
+    rows = [
+        _variant_row(shape, label, row, native)
+        for label, row in r.items()
+        if isinstance(row, dict) and label != "config"
+    ]
+    rows.append(
+        [
+            shape,
+            "ref (off) / native",
+            f"{r['ratio_ref_over_native']:.2f}x",
+            "",
+            f"target >= {TARGET_FRACTION}: {verdict(r['target_met'])}",
+            "",
+            f"checks-on overhead {100 * r['checks_on_overhead']:+.0f}%",
+            "",
+            f"load {r['load_before']:.1f}->{r['load_after']:.1f}",
+        ]
+    )
+    return rows
+
+
+def _variant_row(shape: str, label: str, row: dict[str, Any], native: float | None) -> list[str]:
+    if "error" in row:
+        return [shape, label, "error", "", "", "", "", "", ""]
+    mfu = row.get("mfu")
+    ph = row["phase_s"]
+    total = sum(ph.values())
+    split = " / ".join(f"{100 * v / total:.0f}" for v in ph.values())
+    return [
+        shape,
+        label,
+        f"{row['tokens_per_s']:,.0f}",
+        f"{row['step_s'] * 1000:.0f} ms",
+        f"{row['tokens_per_s'] / native:.2f}x" if native else "-",
+        f"{row['model_flops_per_s'] / 1e9:.1f}",
+        "-" if mfu is None else f"{100 * mfu:.1f}%",
+        split,
+        fmt_bytes(row["cuda_peak_allocated_bytes"])
+        if "cuda_peak_allocated_bytes" in row
+        else fmt_peak(row["peak_rss_bytes"], row["base_rss_bytes"]),
+    ]

@@ -187,10 +187,8 @@ def grade_batch(
     (conformance/options.py: --workers, --scheduler, --regrade, --quiet...);
     exit status 0 when every submission passes. ``task`` replaces the Dask
     task (tests inject faults)."""
-    quiet, regrade = settings.quiet, settings.regrade
+    quiet = settings.quiet
     from lmspec.tools.grade import distributed as dist
-    from lmspec.tools.grade.dashboard import Entry, render_dashboard
-    from lmspec.tools.grade.outputs import write_spec_page, write_text_atomic
 
     points = points or PointsTable.default(settings.profile)
     subs = find_submissions(folder)
@@ -198,24 +196,13 @@ def grade_batch(
         raise ValueError(f"--batch {folder}: no submission folders or .py files")
     out.mkdir(parents=True, exist_ok=True)
     payload = dist.make_payload(settings, points=points, formats=formats, fixtures=_fixtures_folder(settings.fixtures))
-    rows: dict[str, dict[str, Any]] = {}
-    results: dict[str, dict[str, Any] | None] = {}
-    todo: list[tuple[Submission, dist.Packed, str]] = []
     start = time.monotonic()
     stats: dict[str, Any] = {
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "submissions": len(subs),
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
     }
-    for sub in subs:
-        packed = dist.pack(sub.path)
-        digest = dist.content_hash(packed, payload)
-        previous = _load_results(out / sub.name)
-        if not regrade and previous is not None and (previous.get("batch") or {}).get("content_hash") == digest:
-            rows[sub.name] = row_from_results(sub.name, previous) | {"reused": True}
-            results[sub.name] = previous
-        else:
-            todo.append((sub, packed, digest))
+    rows, results, todo = _reuse_unchanged(subs, out, payload, regrade=settings.regrade)
     stats.update(pack_s=round(time.monotonic() - start, 2), reused=len(subs) - len(todo), graded=len(todo))
     if not quiet:
         print(
@@ -242,6 +229,47 @@ def grade_batch(
     stats["errors"] = sum(bool(rows[s.name]["error"]) for s in subs)
     stats["wall_s"] = round(time.monotonic() - start, 2)
     stats["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    summary = _write_batch_outputs(out, folder, subs, rows, results, stats)
+    if not quiet:
+        _print_table(subs, rows)
+        print(f"summary: {summary}\ndashboard: {out / 'dashboard.html'}")
+    return 0 if all(r["passed"] is True for r in rows.values()) else 1
+
+
+def _reuse_unchanged(
+    subs: list[Submission], out: Path, payload: Any, *, regrade: bool
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any] | None], list[tuple[Submission, Any, str]]]:
+    """The rows and results of submissions already graded with these settings and
+    this content (unless ``regrade``), and the rest to grade: (submission, archive, digest)."""
+    from lmspec.tools.grade import distributed as dist
+
+    rows: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any] | None] = {}
+    todo: list[tuple[Submission, Any, str]] = []
+    for sub in subs:
+        packed = dist.pack(sub.path)
+        digest = dist.content_hash(packed, payload)
+        previous = _load_results(out / sub.name)
+        if not regrade and previous is not None and (previous.get("batch") or {}).get("content_hash") == digest:
+            rows[sub.name] = row_from_results(sub.name, previous) | {"reused": True}
+            results[sub.name] = previous
+        else:
+            todo.append((sub, packed, digest))
+    return rows, results, todo
+
+
+def _write_batch_outputs(
+    out: Path,
+    folder: Path,
+    subs: list[Submission],
+    rows: dict[str, dict[str, Any]],
+    results: dict[str, dict[str, Any] | None],
+    stats: dict[str, Any],
+) -> Path:
+    """batch.json, the spec page, summary.csv (returned) and dashboard.html."""
+    from lmspec.tools.grade.dashboard import Entry, render_dashboard
+    from lmspec.tools.grade.outputs import write_spec_page, write_text_atomic
+
     write_text_atomic(out / "batch.json", json.dumps(stats, indent=1) + "\n")
     write_spec_page(out)
     summary = out / "summary.csv"
@@ -263,14 +291,15 @@ def grade_batch(
     ]
     page = render_dashboard(entries, title=f"lmspec batch: {folder.name}", run=stats)
     write_text_atomic(out / "dashboard.html", page)
-    if not quiet:
-        for sub in subs:
-            r = rows[sub.name]
-            flag = "  COMPROMISED" if r["compromised"] is True else ""
-            note = f"  ({r['error']})" if r["error"] else ""
-            print(f"{r['name']:<30} {r['score']}/{r['max_score']}{flag}{note}")
-        print(f"summary: {summary}\ndashboard: {out / 'dashboard.html'}")
-    return 0 if all(r["passed"] is True for r in rows.values()) else 1
+    return summary
+
+
+def _print_table(subs: list[Submission], rows: dict[str, dict[str, Any]]) -> None:
+    for sub in subs:
+        r = rows[sub.name]
+        flag = "  COMPROMISED" if r["compromised"] is True else ""
+        note = f"  ({r['error']})" if r["error"] else ""
+        print(f"{r['name']:<30} {r['score']}/{r['max_score']}{flag}{note}")
 
 
 def _run(
@@ -315,21 +344,7 @@ def _run(
             futures[future] = sub
         for future in as_completed(futures):
             sub = futures.pop(future)
-            try:
-                result = future.result()
-            except Exception as exc:  # a task that failed everywhere never stops the batch
-                kind = type(exc).__name__
-                why = "its worker died every time it ran" if kind == "KilledWorker" else f"{kind}: {exc}"
-                rows[sub.name], results[sub.name] = row_from_results(sub.name, None, error=f"grader error: {why}"), None
-            else:
-                if result.files.get("results.json"):
-                    _store(out, sub.name, result.files)
-                    data = _load_results(out / sub.name)
-                    rows[sub.name], results[sub.name] = row_from_results(sub.name, data), data
-                else:
-                    rows[sub.name] = row_from_results(sub.name, None, error=result.error or "no results")
-                    rows[sub.name].update(duration_s=round(result.seconds, 1), worker=result.worker)
-                    results[sub.name] = None
+            rows[sub.name], results[sub.name] = _collect(future, sub.name, out)
             rows[sub.name]["reused"] = False
             progress(rows[sub.name])
     finally:
@@ -337,3 +352,21 @@ def _run(
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _collect(future: Any, name: str, out: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A finished task's row and results (its files stored under ``out/name``);
+    a task that failed everywhere is a row with a grader error, never the batch's end."""
+    try:
+        result = future.result()
+    except Exception as exc:
+        kind = type(exc).__name__
+        why = "its worker died every time it ran" if kind == "KilledWorker" else f"{kind}: {exc}"
+        return row_from_results(name, None, error=f"grader error: {why}"), None
+    if result.files.get("results.json"):
+        _store(out, name, result.files)
+        data = _load_results(out / name)
+        return row_from_results(name, data), data
+    row = row_from_results(name, None, error=result.error or "no results")
+    row.update(duration_s=round(result.seconds, 1), worker=result.worker)
+    return row, None

@@ -179,87 +179,109 @@ def render_dashboard(
     """The page; ``run`` is the batch's batch.json (workers, wall time, throughput)."""
     graded = [e for e in entries if e.results is not None]
     percents = [p for p in (_percent(e) for e in entries) if p is not None]
+    body = [
+        f"<header><h1>{esc(title)}</h1><p>{len(entries)} submissions. {_run_line(run)}</p></header>",
+        _summary_section(entries, graded, percents),
+        _histogram_section(percents),
+        _pass_rate_section(graded, spec_href),
+        _cluster_section(graded, {e.name: e for e in entries}, spec_href),
+        _slowest_section(entries),
+        _submissions_section(entries),
+    ]
+    return page(title, "\n".join(body))
+
+
+def _summary_section(entries: list[Entry], graded: list[Entry], percents: list[float]) -> str:
     errors = [e for e in entries if e.results is None]
     passed = sum(bool(e.results.get("passed")) for e in graded)  # type: ignore[union-attr]
-    by_name = {e.name: e for e in entries}
-    body = [f"<header><h1>{esc(title)}</h1><p>{len(entries)} submissions. {_run_line(run)}</p></header>"]
-    body.append('<section id="summary" class="cards">')
-    body.append(card("submissions", len(entries), "n-submissions"))
-    body.append(card("graded", len(graded), "n-graded"))
-    body.append(card("not graded", len(errors), "n-errors", "fail" if errors else ""))
-    body.append(card("passed", passed, "n-passed"))
-    body.append(card("mean score", f"{statistics.fmean(percents):.1f}%" if percents else "-", "mean-percent"))
-    body.append(card("median score", f"{statistics.median(percents):.1f}%" if percents else "-", "median-percent"))
-    body.append(card("graded in this run", sum(e.row.get("reused") is False for e in entries), "n-regraded"))
-    body.append("</section>")
+    cards = [
+        card("submissions", len(entries), "n-submissions"),
+        card("graded", len(graded), "n-graded"),
+        card("not graded", len(errors), "n-errors", "fail" if errors else ""),
+        card("passed", passed, "n-passed"),
+        card("mean score", f"{statistics.fmean(percents):.1f}%" if percents else "-", "mean-percent"),
+        card("median score", f"{statistics.median(percents):.1f}%" if percents else "-", "median-percent"),
+        card("graded in this run", sum(e.row.get("reused") is False for e in entries), "n-regraded"),
+    ]
+    return "\n".join(['<section id="summary" class="cards">', *cards, "</section>"])
 
+
+def _histogram_section(percents: list[float]) -> str:
     counts = histogram(percents)
     bins = "".join(
         f'<tr data-bin="{lo}"><td>{lo}-{hi if hi == 100 else hi - 1}%</td><td class="num">{n}</td></tr>'
         for lo, hi, n in zip(BINS, BINS[1:], counts)
     )
-    body.append('<section id="histogram"><h2>Scores</h2>')
+    parts = ['<section id="histogram"><h2>Scores</h2>']
     if percents:
-        body.append(f'<div class="plot">{histogram_svg(percents)}</div>')
-    body.append(
+        parts.append(f'<div class="plot">{histogram_svg(percents)}</div>')
+    parts.append(
         "<details><summary>the numbers</summary><table id='histogram-table'><thead><tr><th>score</th>"
         f"<th class='num'>submissions</th></tr></thead><tbody>{bins}</tbody></table></details></section>"
     )
+    return "\n".join(parts)
 
+
+def _pass_rate_section(graded: list[Entry], spec_href: str) -> str:
     rates = pass_rates(graded)
-    body.append(
+    parts = [
         '<section id="pass-rates"><h2>Pass rate per spec item</h2><p>Over the submissions that were checked on '
         "the item (extended items: those that provide them).</p>"
-    )
+    ]
     if rates:
-        body.append(f'<div class="plot">{pass_rate_svg(rates)}</div>')
+        parts.append(f'<div class="plot">{pass_rate_svg(rates)}</div>')
     rows = "".join(
         f'<tr data-item="{esc(i)}"><td><a href="{esc(spec_href)}#{esc(i)}">{esc(i)}</a></td><td>{esc(t)}</td>'
         f'<td class="num rate" data-sort="{100.0 * p / n:.1f}">{100.0 * p / n:.1f}%</td>'
         f'<td class="num count">{p}/{n}</td></tr>'
         for i, t, p, n in rates
     )
-    body.append(
+    parts.append(
         "<table class='sortable' id='pass-rate-table'><thead><tr><th>item</th><th>title</th>"
         "<th class='num'>pass rate</th><th class='num'>passed/ran</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
     )
+    return "\n".join(parts)
 
-    groups = clusters(graded)
+
+def _cluster_section(graded: list[Entry], by_name: dict[str, Entry], spec_href: str) -> str:
     rows = "".join(
         f'<tr class="cluster" data-cluster="{esc(c.item)}" data-size="{len(c.members)}">'
         f'<td class="num size">{len(c.members)}</td><td><a href="{esc(spec_href)}#{esc(c.item)}">{esc(c.item)}</a></td>'
         f'<td class="signature"><code>{esc(c.signature.split(": ", 1)[1])}</code>'
         f"<details><summary>an example</summary><pre>{esc(c.example[:1500])}</pre></details></td>"
         f'<td class="members">{", ".join(_link(by_name[m]) for m in c.members)}</td></tr>'
-        for c in groups
+        for c in clusters(graded)
     )
-    body.append(
+    return (
         '<section id="clusters"><h2>Failure clusters</h2><p>Submissions that fail an item the same way '
         "(same item, same likely cause once numbers and values are blanked): answer each class of mistake once.</p>"
         "<table class='sortable' id='cluster-table'><thead><tr><th class='num'>submissions</th><th>item</th>"
         f"<th>signature</th><th>who</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
+
+def _slowest_section(entries: list[Entry]) -> str:
     slow = sorted(entries, key=lambda e: -float(e.row.get("duration_s") or 0))[:SLOWEST]
     rows = "".join(
         f'<tr><td>{_link(e)}</td><td class="num duration">{float(e.row.get("duration_s") or 0):.1f} s</td>'
         f"<td>{esc(e.row.get('worker'))}</td></tr>"
         for e in slow
     )
-    body.append(
+    return (
         "<section id='slowest'><h2>Slowest submissions</h2><table id='slowest-table'><thead><tr><th>submission</th>"
         f"<th class='num'>grading time</th><th>worker</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
+
+def _submissions_section(entries: list[Entry]) -> str:
     rows = "".join(_submission_row(e) for e in entries)
-    body.append(
+    return (
         "<section id='submissions'><h2>Every submission</h2><table class='sortable' id='submission-table'><thead><tr>"
         "<th>submission</th><th class='num'>score</th><th class='num'>percent</th><th>verdict</th>"
         "<th class='num'>STRICT</th><th>audit</th><th class='num'>time</th><th>note</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
     )
-    return page(title, "\n".join(body))
 
 
 def _run_line(run: dict[str, Any] | None) -> str:

@@ -540,23 +540,7 @@ def prepare(
     }
     if wanted.empty:
         return Env(python, None, report | {"venv": None})
-    try:
-        locals_digest = [(name, _tree_digest(Path(path))) for name, path in wanted.local]
-    except OSError as exc:
-        raise EnvError(f"a local dependency cannot be read: {exc.strerror}: {exc.filename}") from None
-    key_material = json.dumps(
-        [
-            BUILD_FORMAT,
-            sorted(wanted.index),
-            sorted(wanted.build),
-            locals_digest,
-            version,
-            os.path.realpath(python),
-            _grader_site_dirs() if same_python else [],
-            sorted(installed.items()),  # the constraints: a change of the grader's environment builds anew
-        ]
-    )
-    key = hashlib.sha256(key_material.encode()).hexdigest()[:20]
+    key = _cache_key(wanted, version, python, installed, same_python)
     cache.mkdir(parents=True, exist_ok=True)
     venv, marker = inside(cache, cache / key), inside(cache, cache / f"{key}.json")
     if marker.is_file() and venv.is_dir() and not venv.is_symlink():
@@ -574,22 +558,51 @@ def prepare(
         if _size(staging) > MAX_ENV_BYTES:
             raise EnvError(f"the environment is larger than {MAX_ENV_BYTES >> 30} GiB")
         report |= {"venv": str(venv), "build_s": round(time.monotonic() - started, 1), "steps_s": builder.seconds}
-        if venv.is_symlink():
-            venv.unlink()
-        elif venv.exists() and not marker.is_file():  # a build that never finished
-            shutil.rmtree(venv, ignore_errors=True)
-        try:
-            os.rename(staging, venv)
-        except OSError:  # another grader built the same environment meanwhile: keep theirs
-            shutil.rmtree(staging, ignore_errors=True)
-        tmp = inside(cache, cache / f".{key}.json.tmp")
-        tmp.write_text(json.dumps(report), encoding="utf-8")
-        os.replace(tmp, marker)
+        _publish(staging, venv, marker, report, cache / f".{key}.json.tmp", cache)
         return Env(str(venv / "bin" / "python"), venv, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _cache_key(wanted: Plan, version: str, python: str, installed: dict[str, str], same_python: bool) -> str:
+    """What the environment is built from, hashed: its requirements, its local
+    dependencies' contents, the interpreter, and the grader's own distributions
+    (the constraints: a change of the grader's environment builds anew)."""
+    try:
+        locals_digest = [(name, _tree_digest(Path(path))) for name, path in wanted.local]
+    except OSError as exc:
+        raise EnvError(f"a local dependency cannot be read: {exc.strerror}: {exc.filename}") from None
+    key_material = json.dumps(
+        [
+            BUILD_FORMAT,
+            sorted(wanted.index),
+            sorted(wanted.build),
+            locals_digest,
+            version,
+            os.path.realpath(python),
+            _grader_site_dirs() if same_python else [],
+            sorted(installed.items()),
+        ]
+    )
+    return hashlib.sha256(key_material.encode()).hexdigest()[:20]
+
+
+def _publish(staging: Path, venv: Path, marker: Path, report: dict[str, Any], tmp: Path, cache: Path) -> None:
+    """The built environment to its final place, then its cache record (written last: a
+    venv without its record is a build that never finished)."""
+    if venv.is_symlink():
+        venv.unlink()
+    elif venv.exists() and not marker.is_file():  # a build that never finished
+        shutil.rmtree(venv, ignore_errors=True)
+    try:
+        os.rename(staging, venv)
+    except OSError:  # another grader built the same environment meanwhile: keep theirs
+        shutil.rmtree(staging, ignore_errors=True)
+    tmp = inside(cache, tmp)
+    tmp.write_text(json.dumps(report), encoding="utf-8")
+    os.replace(tmp, marker)
 
 
 def _build(
@@ -603,84 +616,136 @@ def _build(
     same_python: bool,
 ) -> dict[str, Any]:
     """Steps 1-4 of the module docstring; the report's installed and notes."""
-    python, notes = builder.python, []
+    python = builder.python
     bind: tuple[Bind, ...] = ((str(staging), str(venv)),)  # the venv is built at its final path
     wheels, out, pip_cache = work / "wheels", work / "out", work / "pip-cache"
     for folder in (wheels, out, pip_cache):
         folder.mkdir()
     constraints = work / "constraints.txt"
     constraints.write_text(_constraints(installed), encoding="utf-8")
-    # 1. create
-    pth = [a for d in _grader_site_dirs() for a in ("--pth", d)] if same_python else ["--system-site"]
-    rc, output = builder.run("create", [python, _SANDBOX_STEP, "create", str(venv), *pth], writable=bind)
-    if rc != 0:
-        raise EnvError(f"the environment's venv could not be made: {_last_line(output)}")
-    vpython = str(venv / "bin" / "python")
+    vpython = _create_venv(builder, venv, bind, same_python)
     pip = [vpython, "-m", "pip"]
     # 2. resolve and download: wheels only, nothing built, nothing of the submission's
     network_env, config_dirs = pip_configuration(python)
     network_env["PIP_CACHE_DIR"] = str(pip_cache)  # the download step takes what the resolve step fetched
-    readable: tuple[Bind, ...] = (*bind, str(constraints), *config_dirs)
+    network = _Network(builder, pip, (*bind, str(constraints), *config_dirs), network_env, pip_cache)
+    failed, fetch = _resolve(network, wanted.index, constraints, out)
+    notes = _download(network, fetch, wanted.build, wheels)
+    done = _install(builder, wanted, repo, venv, bind, wheels, constraints, failed)
+    _probe_env(builder, vpython, work, bind)
+    notes += [f"not installed: {req}: {why}" for req, why in failed.items()]
+    return {"installed": done, "notes": [*wanted.notes, *notes]}
+
+
+def _create_venv(builder: Builder, venv: Path, bind: tuple[Bind, ...], same_python: bool) -> str:
+    """1. create: the venv (seeing the grader's site folders when it runs the grader's Python); its python."""
+    pth = [a for d in _grader_site_dirs() for a in ("--pth", d)] if same_python else ["--system-site"]
+    rc, output = builder.run("create", [builder.python, _SANDBOX_STEP, "create", str(venv), *pth], writable=bind)
+    if rc != 0:
+        raise EnvError(f"the environment's venv could not be made: {_last_line(output)}")
+    return str(venv / "bin" / "python")
+
+
+@dataclass(frozen=True)
+class _Network:
+    """What the two network steps share: the builder, pip, what they read, their environment, pip's cache."""
+
+    builder: Builder
+    pip: list[str]
+    readable: tuple[Bind, ...]
+    env: dict[str, str]
+    pip_cache: Path
+
+
+def _resolve(network: _Network, index: list[str], constraints: Path, out: Path) -> tuple[dict[str, str], list[str]]:
+    """2a. What pip would install for the index requirements (wheels only, a dry run);
+    a batch that fails is retried one requirement at a time. (failed -> why, name==version to fetch)"""
     failed: dict[str, str] = {}
     to_fetch: list[str] = []
-    if wanted.index:
-        batches = [wanted.index]
-        for batch in batches:
-            report = out / "resolve.json"
-            report.unlink(missing_ok=True)
-            args = [*pip, "install", "--dry-run", "--only-binary", ":all:", "--report", str(report)]
-            rc, output = builder.run(
-                "resolve",
-                [*args, "-c", str(constraints), *batch],
-                writable=(str(out), str(pip_cache)),
-                readable=readable,
-                network=True,
-                extra_env=network_env,
-            )
-            if rc != 0 and len(batch) > 1:  # one at a time, to keep what can be installed
-                batches += [[req] for req in batch]
-                continue
-            if rc != 0:
-                failed[batch[0]] = _last_line(output)
-                continue
-            to_fetch += _resolved(_read_json(report, out, 64 << 20))
-    fetch = sorted(set(to_fetch))
-    if fetch or wanted.build:
-        args = [*pip, "download", "--only-binary", ":all:", "-d", str(wheels)]
-        for what, extra in (("index", ["--no-deps", *fetch]), ("build", wanted.build)):
-            if (what == "index" and not fetch) or (what == "build" and not wanted.build):
-                continue
-            rc, output = builder.run(
-                "download",
-                [*args, *extra],
-                writable=(str(wheels), str(pip_cache)),
-                readable=readable,
-                network=True,
-                extra_env=network_env,
-            )
-            if rc != 0:
-                notes.append(f"downloading {what} requirements failed: {_last_line(output)}")
-    # 3. install, offline: the submission's code (local builds, .pth files) runs from here on
+    if not index:
+        return failed, to_fetch
+    batches = [index]
+    for batch in batches:
+        report = out / "resolve.json"
+        report.unlink(missing_ok=True)
+        args = [*network.pip, "install", "--dry-run", "--only-binary", ":all:", "--report", str(report)]
+        rc, output = network.builder.run(
+            "resolve",
+            [*args, "-c", str(constraints), *batch],
+            writable=(str(out), str(network.pip_cache)),
+            readable=network.readable,
+            network=True,
+            extra_env=network.env,
+        )
+        if rc != 0 and len(batch) > 1:  # one at a time, to keep what can be installed
+            batches += [[req] for req in batch]
+            continue
+        if rc != 0:
+            failed[batch[0]] = _last_line(output)
+            continue
+        to_fetch += _resolved(_read_json(report, out, 64 << 20))
+    return failed, sorted(set(to_fetch))
+
+
+def _download(network: _Network, fetch: list[str], build: list[str], wheels: Path) -> list[str]:
+    """2b. The resolved wheels (no dependencies) and the build requirements; notes on what failed."""
+    notes: list[str] = []
+    if not (fetch or build):
+        return notes
+    args = [*network.pip, "download", "--only-binary", ":all:", "-d", str(wheels)]
+    for what, extra in (("index", ["--no-deps", *fetch]), ("build", build)):
+        if (what == "index" and not fetch) or (what == "build" and not build):
+            continue
+        rc, output = network.builder.run(
+            "download",
+            [*args, *extra],
+            writable=(str(wheels), str(network.pip_cache)),
+            readable=network.readable,
+            network=True,
+            extra_env=network.env,
+        )
+        if rc != 0:
+            notes.append(f"downloading {what} requirements failed: {_last_line(output)}")
+    return notes
+
+
+def _install(
+    builder: Builder,
+    wanted: Plan,
+    repo: Repository,
+    venv: Path,
+    bind: tuple[Bind, ...],
+    wheels: Path,
+    constraints: Path,
+    failed: dict[str, str],
+) -> list[str]:
+    """3. install, offline: the submission's code (local builds, .pth files) runs from here on.
+    All at once, else one at a time; what was installed (``failed`` gets the rest)."""
     requirements = [r for r in wanted.index if r not in failed]
     local = [f"{name}={path}" for name, path in wanted.local]
+    python = builder.python
     install = [python, _SANDBOX_STEP, "install", str(venv), "--wheels", str(wheels), "--constraints", str(constraints)]
     done: list[str] = []
-    if requirements or local:
-        readable = (str(wheels), str(constraints), os.path.realpath(repo.root))
-        every = [*install, *[a for x in local for a in ("--local", x)]]
-        every += [a for r in requirements for a in ("--requirement", r)]
-        rc, output = builder.run("install", every, writable=bind, readable=readable)
+    if not (requirements or local):
+        return done
+    readable = (str(wheels), str(constraints), os.path.realpath(repo.root))
+    every = [*install, *[a for x in local for a in ("--local", x)]]
+    every += [a for r in requirements for a in ("--requirement", r)]
+    rc, output = builder.run("install", every, writable=bind, readable=readable)
+    if rc == 0:
+        return requirements + [name for name, _ in wanted.local]
+    for one in [["--local", x] for x in local] + [["--requirement", r] for r in requirements]:
+        rc, output = builder.run("install", [*install, *one], writable=bind, readable=readable)
+        what = one[1].partition("=")[0] if one[0] == "--local" else one[1]
         if rc == 0:
-            done = requirements + [name for name, _ in wanted.local]
+            done.append(what)
         else:
-            for one in [["--local", x] for x in local] + [["--requirement", r] for r in requirements]:
-                rc, output = builder.run("install", [*install, *one], writable=bind, readable=readable)
-                what = one[1].partition("=")[0] if one[0] == "--local" else one[1]
-                if rc == 0:
-                    done.append(what)
-                else:
-                    failed[what] = _last_line(output)
-    # 4. probe: the environment's interpreter, in the sandbox; its answer is data
+            failed[what] = _last_line(output)
+    return done
+
+
+def _probe_env(builder: Builder, vpython: str, work: Path, bind: tuple[Bind, ...]) -> None:
+    """4. probe: the environment's interpreter, in the sandbox; its answer is data."""
     probe_out = work / "probe"
     probe_out.mkdir()
     argv = [vpython, "-I", "-c", _PROBE, str(probe_out / "probe.json")]
@@ -691,8 +756,6 @@ def _build(
     missing = [str(m)[:50] for m in found["missing"]]
     if missing:
         raise EnvError(f"the environment lacks {', '.join(missing)} after its dependencies were installed")
-    notes += [f"not installed: {req}: {why}" for req, why in failed.items()]
-    return {"installed": done, "notes": [*wanted.notes, *notes]}
 
 
 def _resolved(report: Any) -> list[str]:

@@ -164,39 +164,56 @@ def build(report: GradeReport, points: PointsTable | None = None) -> dict[str, A
     """The Gradescope document of one graded report: core items carry their
     points; extended items and the audit are shown with max_score 0."""
     points = points or PointsTable()
-    tests = []
     strict_items = report.strict_findings()
-    for item in report.items:
-        counted = item.group == Group.CORE
-        output = [f"status: {item.status}"]
-        if item.explanation:
-            output.append(item.explanation)
-        if item.group == Group.EXTENDED:
-            output.append(f"optional item, not in the score: {_pts(item.points)}/{_pts(item.max_points)}")
-        if item.group == Group.AUDIT and report.audit:
-            output.extend(f"{f.get('function')} ({f.get('kind')}) at {f.get('where')}" for f in report.audit)
-        elif item.group == Group.AUDIT:
-            output.append("no forbidden torch definitions found")
-        bad = [t for t in item.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
-        output.extend(f"  {t.outcome}: {t.short}: {t.summary}" for t in bad[:20])
-        if item in strict_items and item.strict is not None:
-            output.append("STRICT (behaviour beyond the course's contract; reported, not scored):")
-            bad = [t for t in item.strict.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
-            output.extend(f"  {t.short}: {t.summary}" for t in bad[:10])
-        tests.append(
-            {
-                "name": f"{item.id} {item.title}",
-                "number": item.id,
-                "score": _num(item.points) if counted and not report.compromised else 0,
-                "max_score": _num(item.max_points) if counted else 0,
-                "status": "passed" if item.status == Status.PASS else "failed",
-                "output": "\n".join(output),
-                "visibility": points.visibility_of(item.id),
-            }
-        )
+    payload: dict[str, Any] = {
+        "score": _num(report.score),
+        "execution_time": round(report.duration_s),
+        "output": _summary(report, strict_items),
+        "output_format": "text",
+        "test_output_format": "text",
+        "visibility": points.default_visibility,
+        "stdout_visibility": "hidden",
+        "tests": [_test(report, item, item in strict_items, points) for item in report.items],
+    }
+    if points.leaderboard:
+        payload["leaderboard"] = _leaderboard(report, points.leaderboard)
+    return payload
+
+
+def _test(report: GradeReport, item: Any, strict_finding: bool, points: PointsTable) -> dict[str, Any]:
+    """One item as a Gradescope test: its points (core items only) and what went wrong."""
+    counted = item.group == Group.CORE
+    output = [f"status: {item.status}"]
+    if item.explanation:
+        output.append(item.explanation)
+    if item.group == Group.EXTENDED:
+        output.append(f"optional item, not in the score: {_pts(item.points)}/{_pts(item.max_points)}")
+    if item.group == Group.AUDIT and report.audit:
+        output.extend(f"{f.get('function')} ({f.get('kind')}) at {f.get('where')}" for f in report.audit)
+    elif item.group == Group.AUDIT:
+        output.append("no forbidden torch definitions found")
+    bad = [t for t in item.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
+    output.extend(f"  {t.outcome}: {t.short}: {t.summary}" for t in bad[:20])
+    if strict_finding and item.strict is not None:
+        output.append("STRICT (behaviour beyond the course's contract; reported, not scored):")
+        bad = [t for t in item.strict.tests if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
+        output.extend(f"  {t.short}: {t.summary}" for t in bad[:10])
+    return {
+        "name": f"{item.id} {item.title}",
+        "number": item.id,
+        "score": _num(item.points) if counted and not report.compromised else 0,
+        "max_score": _num(item.max_points) if counted else 0,
+        "status": "passed" if item.status == Status.PASS else "failed",
+        "output": "\n".join(output),
+        "visibility": points.visibility_of(item.id),
+    }
+
+
+def _summary(report: GradeReport, strict_items: list[Any]) -> str:
+    """The document's top text: score, extended, STRICT, audit, tests, verdict."""
     findings = report.strict_finding_count()
     summary = [
-        f"lmspec: {report.score_line()}",
+        f"lmspec ({report.implementation.get('profile') or 'cs336'} profile): {report.score_line()}",
         f"extended (optional): {_pts(report.extended_score)}/{_pts(report.extended_max_score)}",
         f"STRICT findings (not scored): {findings}" + (f" (in {_items(len(strict_items))})" if findings else ""),
         f"from-scratch audit: {report.audit_status}",
@@ -207,28 +224,19 @@ def build(report: GradeReport, points: PointsTable | None = None) -> dict[str, A
         summary.insert(0, f"ERROR: {report.error}")
     if report.compromised:
         summary.insert(0, "COMPROMISED: " + "; ".join(report.compromised_reasons[:5]))
-    payload: dict[str, Any] = {
+    return "\n".join(summary)
+
+
+def _leaderboard(report: GradeReport, columns: Any) -> list[dict[str, Any]]:
+    values = {
         "score": _num(report.score),
-        "execution_time": round(report.duration_s),
-        "output": "\n".join(summary),
-        "output_format": "text",
-        "test_output_format": "text",
-        "visibility": points.default_visibility,
-        "stdout_visibility": "hidden",
-        "tests": tests,
+        "percent": round(report.percent, 2),
+        "extended_score": _num(report.extended_score),
+        "time": round(report.duration_s, 1),
     }
-    if points.leaderboard:
-        values = {
-            "score": _num(report.score),
-            "percent": round(report.percent, 2),
-            "extended_score": _num(report.extended_score),
-            "time": round(report.duration_s, 1),
-        }
-        payload["leaderboard"] = [
-            {"name": LEADERBOARD_COLUMNS[c][0], "value": values[c], "order": LEADERBOARD_COLUMNS[c][1]}
-            for c in points.leaderboard
-        ]
-    return payload
+    return [
+        {"name": LEADERBOARD_COLUMNS[c][0], "value": values[c], "order": LEADERBOARD_COLUMNS[c][1]} for c in columns
+    ]
 
 
 def write_gradescope(report: GradeReport, path: Path, points: PointsTable | None = None) -> None:

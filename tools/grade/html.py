@@ -263,9 +263,28 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
     items = data.get("items") or []
     origin = impl.get("adapter") or impl.get("origin")
     body = [f"<header><h1>lmspec grade: {esc(name)}</h1><p><code>{esc(origin)}</code>"]
-    body.append(f" graded {esc(data.get('started'))}, sandbox {esc(data.get('sandbox'))}</p></header>")
+    body.append(
+        f" graded {esc(data.get('started'))}, profile {esc(data.get('profile') or 'cs336')}, "
+        f"sandbox {esc(data.get('sandbox'))}</p></header>"
+    )
+    body += _summary_cards(data)
+    body += _banners(data)
+    body += _items_section(items, spec_href)
+    body.append(f'<section id="failures"><h2>Failures, item by item</h2>{_details(items, spec_href)}</section>')
+    body.append(f'<section id="strict"><h2>STRICT findings</h2>{_strict_section(items, spec_href)}</section>')
+    body.append(f'<section id="audit-section"><h2>From-scratch audit</h2>{_audit_section(data)}</section>')
+    body += _faults_section(data.get("faults") or [])
+    body.append(f'<section id="timings"><h2>Timings</h2>{_timings_section(data)}</section>')
+    batch = data.get("batch")
+    if batch:
+        rows = "".join(f"<tr><td>{esc(k)}</td><td><code>{esc(v)}</code></td></tr>" for k, v in batch.items())
+        body.append(f'<section id="batch"><h2>Batch</h2><table><tbody>{rows}</tbody></table></section>')
+    return page(f"lmspec: {name}", "\n".join(body))
+
+
+def _summary_cards(data: dict[str, Any]) -> list[str]:
     verdict = data.get("verdict") or ("PASS" if data.get("passed") else "FAIL")
-    body.append('<section id="summary" class="cards">')
+    body = ['<section id="summary" class="cards">']
     body.append(card("score", f"{pts(data.get('score'))}/{pts(data.get('max_score'))}", "score"))
     body.append(card("percent", f"{float(data.get('percent') or 0):.1f}%", "percent"))
     if data.get("extended_max_score"):
@@ -279,6 +298,12 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
     body.append(card("audit", data.get("audit_status"), "audit", status_class(data.get("audit_status"))))
     body.append(card("time", f"{float(data.get('duration_s') or 0):.1f} s", "duration"))
     body.append("</section>")
+    return body
+
+
+def _banners(data: dict[str, Any]) -> list[str]:
+    """The grader's error, a compromised run, warnings."""
+    body = []
     if data.get("error"):
         body.append(f'<p class="banner bad" id="error">ERROR: {esc(data["error"])}</p>')
     if data.get("compromised"):
@@ -287,10 +312,13 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
             '<div class="banner bad" id="compromised">COMPROMISED: the results cannot be trusted'
             f"<ul>{reasons}</ul></div>"
         )
-    for warning in data.get("warnings") or []:
-        body.append(f'<p class="banner warn warning">warning: {esc(warning)}</p>')
+    body += [f'<p class="banner warn warning">warning: {esc(warning)}</p>' for warning in data.get("warnings") or []]
+    return body
 
-    body.append('<section id="items"><h2>Items</h2>')
+
+def _items_section(items: list[dict[str, Any]], spec_href: str) -> list[str]:
+    """One table per group of items (core, extended, ...)."""
+    body = ['<section id="items"><h2>Items</h2>']
     for group, title in _GROUP_TITLES.items():
         rows = [_item_row(i, spec_href) for i in items if i.get("group") == group]
         if not rows:
@@ -301,22 +329,17 @@ def render_report(data: dict[str, Any], *, spec_href: str = "spec.html") -> str:
             f"<th>likely cause</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
     body.append("</section>")
-    body.append(f'<section id="failures"><h2>Failures, item by item</h2>{_details(items, spec_href)}</section>')
-    body.append(f'<section id="strict"><h2>STRICT findings</h2>{_strict_section(items, spec_href)}</section>')
-    body.append(f'<section id="audit-section"><h2>From-scratch audit</h2>{_audit_section(data)}</section>')
-    faults = data.get("faults") or []
-    if faults:
-        rows = "".join(
-            f"<tr><td><code>{esc(f.get('key'))}</code></td><td>{esc(f.get('fault'))}</td><td>{esc(f.get('detail'))}</td></tr>"
-            for f in faults
-        )
-        body.append(
-            '<section id="faults"><h2>Faults of the submission\'s process</h2><table><thead><tr><th>call</th>'
-            f"<th>fault</th><th>detail</th></tr></thead><tbody>{rows}</tbody></table></section>"
-        )
-    body.append(f'<section id="timings"><h2>Timings</h2>{_timings_section(data)}</section>')
-    batch = data.get("batch")
-    if batch:
-        rows = "".join(f"<tr><td>{esc(k)}</td><td><code>{esc(v)}</code></td></tr>" for k, v in batch.items())
-        body.append(f'<section id="batch"><h2>Batch</h2><table><tbody>{rows}</tbody></table></section>')
-    return page(f"lmspec: {name}", "\n".join(body))
+    return body
+
+
+def _faults_section(faults: list[dict[str, Any]]) -> list[str]:
+    if not faults:
+        return []
+    rows = "".join(
+        f"<tr><td><code>{esc(f.get('key'))}</code></td><td>{esc(f.get('fault'))}</td><td>{esc(f.get('detail'))}</td></tr>"
+        for f in faults
+    )
+    return [
+        '<section id="faults"><h2>Faults of the submission\'s process</h2><table><thead><tr><th>call</th>'
+        f"<th>fault</th><th>detail</th></tr></thead><tbody>{rows}</tbody></table></section>"
+    ]

@@ -77,6 +77,15 @@ def _strict_cell(item: ItemResult) -> str:
     return f"{bad} finding{'s' if bad != 1 else ''}"
 
 
+def _profile(impl: dict) -> str:
+    """The profile graded against, and how it was chosen when not given."""
+    name = impl.get("profile") or "cs336"
+    how = impl.get("profile_detected_by")
+    if not how or how == "given":
+        return name
+    return f"{name} ({'recognised from its names' if how in ('names', 'worker') else how})"
+
+
 def render_table(
     report: GradeReport, *, color: bool = False, width: int | None = None, files: tuple[Path, ...] = ()
 ) -> str:
@@ -86,7 +95,7 @@ def render_table(
     width = width or shutil.get_terminal_size((120, 40)).columns
     impl = report.implementation
     lines = [f"lmspec grade: {impl['name']}  ({impl.get('origin') or impl['adapter']})"]
-    lines.append(f"  sandbox: {report.sandbox}")
+    lines.append(f"  profile: {_profile(impl)}   sandbox: {report.sandbox}")
     if report.error:
         lines.extend(_paint(line, "error", color) for line in _wrap(f"ERROR: {report.error}", width, "  ", "    "))
     lines.append(f"  {'item':<26} {'status':<16} {'points':>9} {'strict':>10}  explanation")
@@ -263,7 +272,7 @@ _SKIPS = (Outcome.SKIPPED, Outcome.NOT_CHECKED, Outcome.NOT_IMPLEMENTED, Outcome
 def write_junit(report: GradeReport, path: Path) -> None:
     root = ET.Element(
         "testsuites",
-        name=f"lmspec grade: {report.implementation['name']}",
+        name=f"lmspec grade: {report.implementation['name']} (profile {_profile(report.implementation)})",
         time=f"{report.duration_s:.2f}",
     )
     root.set("verdict", report.verdict)

@@ -25,6 +25,8 @@ import regex
 #: SPEC §1.1, the GPT-2 pre-tokenization pattern.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _GPT2_RE = regex.compile(GPT2_PATTERN)
+#: A known bug: the pattern compiled case-insensitively ('S, 'T, 'LL... become contractions).
+_GPT2_CASELESS_RE = regex.compile(GPT2_PATTERN, regex.IGNORECASE)
 
 Pair = tuple[bytes, bytes]
 Word = tuple[bytes, ...]
@@ -64,9 +66,10 @@ def split_on_specials(
     return out
 
 
-def pretokenize(text: str) -> list[str]:
-    """GPT-2 pre-tokens of special-token-free ``text`` (SPEC §1.1)."""
-    return _GPT2_RE.findall(text)
+def pretokenize(text: str, *, ignorecase: bool = False) -> list[str]:
+    """GPT-2 pre-tokens of special-token-free ``text`` (SPEC §1.1);
+    ``ignorecase`` (a known bug) compiles the pattern with IGNORECASE."""
+    return (_GPT2_CASELESS_RE if ignorecase else _GPT2_RE).findall(text)
 
 
 def count_pretokens(
@@ -76,6 +79,7 @@ def count_pretokens(
     use_pattern: bool = True,
     split_specials: bool = True,
     drop_specials: bool = False,
+    ignorecase: bool = False,
 ) -> Counter[bytes]:
     """Frequency of each pre-token's UTF-8 bytes in ``text``.
 
@@ -83,7 +87,8 @@ def count_pretokens(
     special-free segment one "pre-token" (merges cross pre-token boundaries);
     ``split_specials=False`` leaves special tokens in the text, so they are
     pre-tokenized and counted like ordinary text; ``drop_specials=True`` deletes
-    them and joins their neighbours (merges cross special tokens).
+    them and joins their neighbours (merges cross special tokens);
+    ``ignorecase=True`` pre-tokenizes with the pattern compiled case-insensitively.
     """
     if drop_specials:
         segments = ["".join(p for p, special in split_on_specials(text, special_tokens) if not special)]
@@ -93,7 +98,7 @@ def count_pretokens(
         segments = [text]
     counts: Counter[bytes] = Counter()
     for segment in segments:
-        pieces = pretokenize(segment) if use_pattern else [segment]
+        pieces = pretokenize(segment, ignorecase=ignorecase) if use_pattern else [segment]
         counts.update(p.encode("utf-8") for p in pieces if p)
     return counts
 
@@ -228,6 +233,7 @@ def train_bpe(
     drop_specials: bool = False,
     right_to_left: bool = False,
     weighted: bool = True,
+    ignorecase: bool = False,
 ) -> BpeResult:
     """SPEC §1.2 ``train_bpe`` on an in-memory text. Defaults are the spec;
     the keywords switch on known bugs (see :func:`count_pretokens`;
@@ -238,6 +244,7 @@ def train_bpe(
         use_pattern=use_pattern,
         split_specials=split_specials,
         drop_specials=drop_specials,
+        ignorecase=ignorecase,
     )
     if not weighted:
         pretokens = Counter(dict.fromkeys(pretokens, 1))
@@ -262,6 +269,8 @@ KNOWN_BUGS: dict[str, dict] = {
     },
     "pair counts not weighted by pre-token frequency (each distinct pre-token counted once)": {"weighted": False},
     "pairs counted across pre-token boundaries (no GPT-2 pre-tokenization before counting)": {"use_pattern": False},
+    "GPT-2 pattern compiled with re.IGNORECASE (regex.IGNORECASE): upper-case 'S, 'T, 'LL, 'VE, 'M, 'D, 'RE "
+    "became contraction pre-tokens; the pattern's contractions are lower-case only": {"ignorecase": True},
     "special tokens were pre-tokenized and counted as ordinary text (split on them first)": {"split_specials": False},
     "special tokens deleted and their neighbours joined, so merges cross special tokens": {"drop_specials": True},
     "a merge replaces occurrences right to left (SPEC: non-overlapping, left to right)": {"right_to_left": True},
@@ -272,13 +281,40 @@ def _show(pair: object) -> str:
     return repr(pair) if not isinstance(pair, tuple) else "(" + ", ".join(map(repr, pair)) + ")"
 
 
+class MergeMismatch(NamedTuple):
+    """How a trainer's merges differ from the oracle's: the facts (``lines``:
+    the first difference, the counts there, what the wrong merge is made of)
+    and the likely causes (``causes``: known bugs whose replay gives the
+    trainer's merges). A cause is shown only once a second input confirms it
+    (:meth:`text` with the causes both inputs share)."""
+
+    lines: list[str]
+    causes: list[str]
+
+    def text(self, causes: Sequence[str] | None = None) -> str:
+        shown = self.causes if causes is None else [c for c in self.causes if c in causes]
+        return "\n".join(self.lines[:1] + [f"  likely cause: {c}" for c in shown] + self.lines[1:])
+
+
 def describe_merge_mismatch(
     got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
 ) -> str | None:
+    """None when ``got`` equals the slow oracle's merges, else the whole
+    description with every likely cause (:func:`merge_mismatch`)."""
+    mismatch = merge_mismatch(got, text, vocab_size, special_tokens)
+    return None if mismatch is None else mismatch.text()
+
+
+_CAUSE = "  likely cause: "
+
+
+def merge_mismatch(
+    got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
+) -> MergeMismatch | None:
     """None when ``got`` equals the slow oracle's merges for this training run;
     otherwise the first differing merge index, both pairs with their counts at
-    that step, the top candidates, and the known bugs that would produce
-    exactly ``got`` up to that point."""
+    that step, the top candidates (the facts), and the known bugs that would
+    produce exactly ``got`` up to that point (the causes)."""
     expected = train_bpe(text, vocab_size, special_tokens).merges
     got = list(got)
     if got == expected:
@@ -300,65 +336,90 @@ def describe_merge_mismatch(
         lines.append("  merges before it agree: ... " + ", ".join(_show(p) for p in expected[max(0, i - 3) : i]))
     # (Counts are those of the merges applied as the spec says; an
     # implementation that applies them otherwise has other counts, so a count
-    # of 0 alone proves nothing about it.)
+    # of 0 alone proves nothing about it.) What the wrong merge is made of is
+    # a fact, not a replayed bug.
     if isinstance(g, tuple) and not any(g[0] + g[1] in p for p in pretokens):
-        token = g[0] + g[1]
-        segments = [p.encode("utf-8") for p, special in split_on_specials(text, special_tokens) if not special]
-        if any(token in seg for seg in segments):
-            where = "spans a pre-token boundary (pairs must be counted inside GPT-2 pre-tokens)"
-        elif token in b"".join(segments):
-            where = "spans a special token (the corpus is split on special tokens, not stripped of them)"
-        elif any(token in st.encode("utf-8") for st in special_tokens):
-            where = "occurs only inside special tokens, which never take part in pair counts"
-        else:
-            where = "occurs nowhere in the text between special tokens: a merge is only made of a pair that occurs"
-        lines.append(f"  likely cause: merge {i} makes {token!r}, which {where}")
+        lines.append(f"  merge {i} makes {g[0] + g[1]!r}, which {_why_absent(g, text, special_tokens)}")
     elif i >= len(expected) and i < len(got):
         lines.append(f"  after merge {i - 1} no pair is left to merge: training stops there (vocab_size is a maximum)")
-    # vocab_size miscounts, by the prefix property of greedy training: a run
-    # with a smaller vocab_size makes the first merges of a larger one. With
-    # one special token, a miscount of it and an off-by-one in the stopping
-    # test give the same merges, so the hint names both.
-    k = len(special_tokens)
+    causes = []
+    for line in _vocab_size_causes(got, expected, words, counts, vocab_size, len(special_tokens)) + _known_bug_causes(
+        got, expected, i, text, vocab_size, special_tokens
+    ):
+        cause = line.removeprefix(_CAUSE)
+        if cause.startswith("training stopped after"):  # a fact (with this input's numbers), not a replay
+            lines.append(f"  {cause}")
+        else:
+            causes.append(cause)
+    return MergeMismatch(lines, causes)
+
+
+def _why_absent(pair: tuple[bytes, bytes], text: str, special_tokens: Sequence[str]) -> str:
+    """Where the token of a merged pair that occurs in no pre-token comes from."""
+    token = pair[0] + pair[1]
+    segments = [p.encode("utf-8") for p, special in split_on_specials(text, special_tokens) if not special]
+    if any(token in seg for seg in segments):
+        return "spans a pre-token boundary (pairs must be counted inside GPT-2 pre-tokens)"
+    if token in b"".join(segments):
+        return "spans a special token (the corpus is split on special tokens, not stripped of them)"
+    if any(token in st.encode("utf-8") for st in special_tokens):
+        return "occurs only inside special tokens, which never take part in pair counts"
+    return "occurs nowhere in the text between special tokens: a merge is only made of a pair that occurs"
+
+
+def _vocab_size_causes(
+    got: list[object], expected: list[Pair], words: Counter[Word], counts: Counter[Pair], vocab_size: int, k: int
+) -> list[str]:
+    """vocab_size miscounts, by the prefix property of greedy training: a run
+    with a smaller vocab_size makes the first merges of a larger one. With
+    one special token (``k``), a miscount of it and an off-by-one in the
+    stopping test give the same merges, so the hint names both."""
     full = vocab_size - 256 - k  # merges when no early stop
     extra = len(got) - full
     if len(expected) == full and extra > 0 and got[:full] == expected and got[full:] == train_from_words(words, extra):
-        # i == full here: `words` is the state after `expected`
+        # the first difference is at `full` here: `words` is the state after `expected`
         if extra == k:
-            lines.append(
+            return [
                 f"  likely cause: special tokens not counted in vocab_size ({k} merge(s) too many: vocab_size "
                 "counts the bytes, the special tokens and the merges)"
                 + (", or the stopping test is off by one" if k == 1 else "")
-            )
-        elif extra == 1:
-            lines.append("  likely cause: the stopping test is off by one (one merge too many)")
-    elif len(got) < len(expected) and got == expected[: len(got)]:
+            ]
+        if extra == 1:
+            return ["  likely cause: the stopping test is off by one (one merge too many)"]
+        return []
+    if len(got) < len(expected) and got == expected[: len(got)]:
         short = min(len(expected), full) - len(got)
         if k and short == k and len(expected) >= full:
-            lines.append(
+            return [
                 f"  likely cause: special tokens subtracted twice from vocab_size ({k} merge(s) too few)"
                 + (", or the stopping test is off by one" if k == 1 else "")
-            )
-        elif short == 1 and len(expected) >= full:
-            lines.append("  likely cause: the stopping test is off by one (one merge too few)")
-        else:
-            lines.append(
-                f"  likely cause: training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
-                f"while pairs were left (next: {_show(expected[len(got)])}, count "
-                f"{counts.get(expected[len(got)], 0)})"
-            )
-    # A known bug is named when replaying it gives the implementation's merges:
-    # all of them, or (on a big corpus) the first KNOWN_BUG_WINDOW after the
-    # first difference; agreeing on the first differing merge alone is often
-    # a coincidence (two bugs can pick the same pair once).
+            ]
+        if short == 1 and len(expected) >= full:
+            return ["  likely cause: the stopping test is off by one (one merge too few)"]
+        return [
+            f"  likely cause: training stopped after {len(got)} merges, before len(vocab) == {vocab_size}, "
+            f"while pairs were left (next: {_show(expected[len(got)])}, count "
+            f"{counts.get(expected[len(got)], 0)})"
+        ]
+    return []
+
+
+def _known_bug_causes(
+    got: list[object], expected: list[Pair], i: int, text: str, vocab_size: int, special_tokens: Sequence[str]
+) -> list[str]:
+    """A known bug is named when replaying it gives the implementation's merges:
+    all of them, or (on a big corpus) the first KNOWN_BUG_WINDOW after the
+    first difference ``i``; agreeing on the first differing merge alone is
+    often a coincidence (two bugs can pick the same pair once)."""
     n = len(got) if len(text) * len(got) <= HINT_BUDGET else min(len(got), i + 1 + KNOWN_BUG_WINDOW)
     if len(text) * n > HINT_BUDGET:
-        return "\n".join(lines)  # replaying known bugs would take too long here
+        return []  # replaying known bugs would take too long here
+    causes = []
     for cause, bug in KNOWN_BUGS.items():
         if bug.keys() & {"split_specials", "drop_specials"} and not special_tokens:
             continue
         whole = n == len(got)
         variant = train_bpe(text, vocab_size if whole else 256 + len(special_tokens) + n, special_tokens, **bug)
         if (variant.merges == got if whole else variant.merges[:n] == got[:n]) and variant.merges != expected:
-            lines.append(f"  likely cause: {cause}")
-    return "\n".join(lines)
+            causes.append(f"  likely cause: {cause}")
+    return causes

@@ -34,7 +34,8 @@ from pathlib import Path
 import regex
 import tiktoken
 
-from lmspec.conformance.cs336.oracles.bpe_replay import Pair, pretokenize, split_on_specials
+from lmspec.conformance import hints
+from lmspec.conformance.cs336.oracles.bpe_replay import Pair, merge_word, pretokenize, split_on_specials
 
 EOT = "<|endoftext|>"
 
@@ -169,17 +170,7 @@ def bpe_by_pairs(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
         candidates = [(pair_rank[p], p) for p in itertools.pairwise(parts) if p in pair_rank]
         if not candidates:
             break
-        pair = min(candidates)[1]
-        merged: list[bytes] = []
-        i = 0
-        while i < len(parts):
-            if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
-                merged.append(parts[i] + parts[i + 1])
-                i += 2
-            else:
-                merged.append(parts[i])
-                i += 1
-        parts = merged
+        parts = list(merge_word(tuple(parts), min(candidates)[1]))
     return parts
 
 
@@ -312,6 +303,9 @@ class EncodeOracle:
 
 # --- known encode bugs, for "likely cause" hints ---------------------------------
 _NO_LOOKAHEAD = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+""")
+_CASELESS = regex.compile(
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""", regex.IGNORECASE
+)
 
 
 def _bpe_first_position(token: bytes, pair_rank: dict[Pair, int]) -> list[bytes]:
@@ -344,6 +338,8 @@ def buggy_pieces(oracle: EncodeOracle, text: str, bug: str) -> list[bytes | str]
             pretokens = [segment]
         elif bug == "no_lookahead":
             pretokens = _NO_LOOKAHEAD.findall(segment)
+        elif bug == "ignorecase":
+            pretokens = _CASELESS.findall(segment)
         else:
             pretokens = pretokenize(segment)
         for p in pretokens:
@@ -358,6 +354,9 @@ ENCODE_BUGS: dict[str, str] = {
     "first_position": "merges applied at the leftmost position where any merge applies, not lowest rank first",
     "no_pretokenize": "no GPT-2 pre-tokenization: merges applied across pre-token boundaries",
     "no_lookahead": "pre-tokenization pattern lacks `\\s+(?!\\S)`: the last space of a run must start the next word",
+    "ignorecase": "GPT-2 pattern compiled with re.IGNORECASE (regex.IGNORECASE): upper-case 'S, 'T, 'LL, "
+    "'VE, 'M, 'D, 'RE became contraction pre-tokens; the pattern's contractions are lower-case only "
+    "(O'Sullivan is O | ' | Sullivan)",
     "specials_as_text": "special tokens not split off before pre-tokenization",
     "shortest_special": "shorter special token matched first; the longest match must win",
     "absent_specials_as_text": "special tokens absent from the vocabulary are not added: they stay ordinary text",
@@ -382,15 +381,46 @@ def encode_hints(oracle: EncodeOracle, got: Sequence[int], text: str) -> list[st
     return hints
 
 
-def assert_encodes(oracle: EncodeOracle, got: Sequence[int], text: str, *, rule: str) -> None:
-    """``got`` is the SPEC §1.3 encoding of ``text`` (tiktoken or literal pair rule)."""
+#: The second input of every encode test, on which a likely cause must be
+#: confirmed before it is shown: what the known bugs change (contractions,
+#: upper-case ones, whitespace runs, digits, merges), with the tokenizer's
+#: special tokens inserted back to back (:func:`second_encode_text`).
+SECOND_ENCODE_TEXT = "O'Sullivan said: IT'S 12 o'clock,  we'll\n\n see   don't, 3.14 naïve café"
+
+
+def second_encode_text(oracle: EncodeOracle, text: str) -> str:
+    """:data:`SECOND_ENCODE_TEXT` with each special token twice in a row in the
+    middle (longest match), never the failing text itself."""
+    middle = "".join(s + s + " " for s in oracle.special_tokens)
+    second = SECOND_ENCODE_TEXT[:28] + middle + SECOND_ENCODE_TEXT[28:]
+    return second if second != text else second + " again"
+
+
+def assert_encodes(
+    oracle: EncodeOracle,
+    got: Sequence[int],
+    text: str,
+    *,
+    rule: str,
+    encode: Callable[[str], Sequence[int]] | None = None,
+) -> None:
+    """``got`` is the SPEC §1.3 encoding of ``text`` (tiktoken or literal pair
+    rule). A likely cause is named when its replay gives ``got`` and, on the
+    second input (:func:`second_encode_text`), what ``encode`` (the
+    implementation's) gives there; without ``encode`` none is named."""
     __tracebackhide__ = True
     got = list(got)
     problem = oracle.mismatch(got, text)
     if problem is None:
         return
+    causes: list[str] = []
+    if encode is not None:
+        second = second_encode_text(oracle, text)
+        causes = hints.confirmed(
+            encode_hints(oracle, got, text), lambda: encode_hints(oracle, list(encode(second)), second)
+        )
     lines = [f"{rule}: {problem}"]
-    lines += [f"  likely cause: {cause}" for cause in encode_hints(oracle, got, text)]
+    lines += [f"  likely cause: {cause}" for cause in causes]
     lines.append(f"  input: {text[:300]!r}{'...' if len(text) > 300 else ''} (special tokens {oracle.special_tokens})")
     raise AssertionError("\n".join(lines))
 
@@ -489,22 +519,7 @@ def encode_iterable_memory_hint(
         f"{repeated:.0f} KiB on a stream of the same length whose lines repeat"
     )
     if repeated > bound_kib:
-        repeated_half = growth_kib(stream_chars // 2, False)
-        figures += f", {repeated_half:.0f} KiB on half of that"
-        if _grows(repeated, repeated_half, bound_kib):
-            return (
-                f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
-                f"with the stream's length even when no new pre-token appears {figures})"
-            )
-        if fresh_grows:
-            return (
-                "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
-                f"pre-token cache that grows with the distinct pre-tokens met {figures})"
-            )
-        return (
-            "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
-            f"and the same when no new pre-token appears {figures})"
-        )
+        return _cause_when_repeats_exceed(growth_kib, stream_chars, repeated, fresh_grows, bound_kib, figures)
     if fresh_grows:
         return (
             "a pre-token cache that keeps every distinct pre-token met (unbounded, or bounded above what this "
@@ -515,4 +530,33 @@ def encode_iterable_memory_hint(
         "a bounded pre-token cache (e.g. an LRU of many entries) whose full size exceeds the allowance: memory "
         "is the same for half the stream, and small when no new pre-token appears; bound the cache lower "
         f"{figures})"
+    )
+
+
+def _cause_when_repeats_exceed(
+    growth_kib: Callable[[int, bool], float],
+    stream_chars: int,
+    repeated: float,
+    fresh_grows: bool,
+    bound_kib: float,
+    figures: str,
+) -> str:
+    """The cause when even a stream of repeating lines exceeds the allowance:
+    something kept per character (it grows with the repeating stream too), or a
+    fixed cost (with or without a growing cache besides)."""
+    repeated_half = growth_kib(stream_chars // 2, False)
+    figures += f", {repeated_half:.0f} KiB on half of that"
+    if _grows(repeated, repeated_half, bound_kib):
+        return (
+            f"something proportional to the stream is kept (its text, its lines or its ids): memory grows "
+            f"with the stream's length even when no new pre-token appears {figures})"
+        )
+    if fresh_grows:
+        return (
+            "a fixed cost above the allowance (the same whatever the length of a repeating stream), plus a "
+            f"pre-token cache that grows with the distinct pre-tokens met {figures})"
+        )
+    return (
+        "a fixed-size buffer or structure larger than the allowance: memory is the same for half the stream, "
+        f"and the same when no new pre-token appears {figures})"
     )

@@ -75,24 +75,28 @@ def bpe_corpora(
     return BpeCorpus(text, 256 + len(specials) + merges, list(specials))
 
 
-def unicode_text(*, max_size: int = 60) -> st.SearchStrategy[str]:
-    """Any Unicode text without lone surrogates (they are not UTF-8 encodable)."""
-    return st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size)
+def unicode_text(*, min_size: int = 1, max_size: int = 60) -> st.SearchStrategy[str]:
+    """Any Unicode text without lone surrogates (they are not UTF-8 encodable);
+    not empty unless ``min_size=0`` (empty input is an edge: STRICT tests)."""
+    return st.text(st.characters(exclude_categories=["Cs"]), min_size=min_size, max_size=max_size)
 
 
 def tokenizer_text(*, specials: tuple[str, ...] = (), max_fragments: int = 12) -> st.SearchStrategy[str]:
     """Text made of fragments that stress pre-tokenization and BPE: runs over
     the small alphabet, whitespace runs, contractions, digits next to letters,
-    arbitrary Unicode, and (when given) special tokens, also back to back."""
+    arbitrary Unicode, and (when given) special tokens, also back to back.
+    Never empty (empty input is an edge: STRICT tests)."""
     fragments = [
         st.text(SMALL_ALPHABET, min_size=1, max_size=10),
         st.sampled_from(WHITESPACE_RUNS),
         st.sampled_from(("don't", "we'll", "I'M", "it's", "'re", "x1y22z", "3.14", "😀", "日本語", "naïve café")),
+        # Upper-case contractions are not contractions (the pattern is case-sensitive).
+        st.sampled_from(("O'Sullivan", "IT'S", "WE'LL", "I'VE", "DON'T", "THEY'RE", "I'D")),
         unicode_text(max_size=4),
     ]
     if specials:
         fragments.append(st.sampled_from(specials))
-    return st.lists(st.one_of(*fragments), max_size=max_fragments).map("".join)
+    return st.lists(st.one_of(*fragments), min_size=1, max_size=max_fragments).map("".join)
 
 
 @st.composite
@@ -142,5 +146,5 @@ def lined_texts(draw: st.DrawFn, *, specials: tuple[str, ...] = (), max_fragment
     at line ends and starts, special tokens next to newlines), cut into its
     :func:`file_lines`. No ``"\r"``: a text-mode file never gives one."""
     fragment = st.one_of(st.sampled_from(LINE_BREAKS), tokenizer_text(specials=specials, max_fragments=3))
-    text = draw(st.lists(fragment, max_size=max_fragments).map("".join), label="text").replace("\r", "")
+    text = draw(st.lists(fragment, min_size=1, max_size=max_fragments).map("".join), label="text").replace("\r", "")
     return LinedText(text, file_lines(text))

@@ -59,14 +59,36 @@ def ce_inputs(
 
 
 # --- AdamW --------------------------------------------------------------------------
-def adamw_hypers() -> st.SearchStrategy[AdamWHyper]:
+# MUST tests draw the hyperparameters people train with (SPEC §3): an
+# implementation may reject β1 = 0 or eps = 0, as many optimizers do. Edges
+# (β1 = 0, β2 far from 1, a large eps or weight decay) are drawn only by
+# STRICT tests (``edges=True``).
+BETA1_RANGE = (0.5, 0.99)
+BETA2_RANGE = (0.9, 0.9999)
+EPS_RANGE = (1e-10, 1e-6)
+WEIGHT_DECAY_RANGE = (0.0, 0.1)
+LR_RANGE = (1e-4, 0.1)  # inside the contract's (0, 0.1]
+
+
+def adamw_hypers(*, edges: bool = False) -> st.SearchStrategy[AdamWHyper]:
+    """AdamW hyperparameters: the contract's interior (the default), or with
+    ``edges`` values at and past its boundaries (STRICT tests only)."""
+    if edges:
+        return st.builds(
+            AdamWHyper,
+            lr=log_uniform(1e-4, 1.0),
+            beta1=st.sampled_from([0.0, 0.1, 0.3]) | st.floats(0.0, 0.5),
+            beta2=st.sampled_from([0.5, 0.8, 0.99999]) | st.floats(0.5, 0.9),
+            eps=st.sampled_from([1e-3, 1e-4]) | log_uniform(1e-6, 1e-3),
+            weight_decay=st.sampled_from([0.2, 0.5]) | st.floats(0.1, 0.5),
+        )
     return st.builds(
         AdamWHyper,
-        lr=log_uniform(1e-4, 0.1),
-        beta1=st.sampled_from([0.0, 0.5, 0.9, 0.95]) | st.floats(0.0, 0.99),
-        beta2=st.sampled_from([0.9, 0.95, 0.99, 0.999]) | st.floats(0.5, 0.999),
-        eps=log_uniform(1e-10, 1e-3),
-        weight_decay=st.sampled_from([0.0, 0.01, 0.1]) | st.floats(0.0, 0.5),
+        lr=st.sampled_from([1e-3, 3e-4, 1e-2]) | log_uniform(*LR_RANGE),
+        beta1=st.sampled_from([0.9, 0.95, 0.5, 0.99]) | st.floats(*BETA1_RANGE),
+        beta2=st.sampled_from([0.999, 0.95, 0.99, 0.9, 0.9999]) | st.floats(*BETA2_RANGE),
+        eps=st.sampled_from([1e-8, 1e-6, 1e-10]) | log_uniform(*EPS_RANGE),
+        weight_decay=st.sampled_from([0.01, 0.0, 0.1]) | st.floats(*WEIGHT_DECAY_RANGE),
     )
 
 
@@ -134,8 +156,10 @@ class AdamWRun(NamedTuple):
         return init, grads
 
 
-# A schedule's lr relative to the group's: warmup from 0, peaks, decays.
-lr_factors = st.sampled_from([1.0, 0.0, 0.5, 0.1]) | st.floats(0.0, 2.0)
+# A schedule's lr relative to the group's: warmup from 0 (a cosine schedule's
+# value at t = 0), peaks, decays; never above the group's own lr, so that
+# every lr written stays inside the contract's (0, 0.1] or is a schedule's 0.
+lr_factors = st.sampled_from([1.0, 0.0, 0.5, 0.1]) | st.floats(0.0, 1.0)
 
 
 @st.composite
@@ -146,11 +170,13 @@ def adamw_runs(
     max_groups: int = 3,
     per_group: str = "lr",
     schedule: bool = True,
+    edges: bool = False,
 ) -> AdamWRun:
     """``per_group="lr"``: groups override the learning rate only (the
     contract); ``"all"``: lr, betas, eps and weight_decay (STRICT).
-    ``schedule``: the test changes every group's lr before every step."""
-    defaults = draw(adamw_hypers(), label="defaults")
+    ``schedule``: the test changes every group's lr before every step.
+    ``edges``: hyperparameters at the contract's boundaries (STRICT)."""
+    defaults = draw(adamw_hypers(edges=edges), label="defaults")
     n_groups = draw(st.integers(1, max_groups), label="n_groups")
     groups = []
     for i in range(n_groups):
@@ -159,9 +185,9 @@ def adamw_runs(
         if not own:
             hyper = defaults
         elif per_group == "lr":
-            hyper = defaults._replace(lr=draw(log_uniform(1e-4, 0.1), label=f"lr{i}"))
+            hyper = defaults._replace(lr=draw(log_uniform(*LR_RANGE), label=f"lr{i}"))
         else:
-            hyper = draw(adamw_hypers(), label=f"hyper{i}")
+            hyper = draw(adamw_hypers(edges=edges), label=f"hyper{i}")
         groups.append(AdamWGroup(tuple(group_shapes), hyper, own))
     steps = draw(st.integers(1, max_steps), label="steps")
     n_params = sum(len(g.shapes) for g in groups)
@@ -204,7 +230,8 @@ class Schedule(NamedTuple):
 @st.composite
 def schedules(draw: st.DrawFn, *, min_warmup: int = 1, max_iters: int = MAX_SCHEDULE_ITERS) -> Schedule:
     alpha_max = draw(log_uniform(1e-5, 10.0), label="alpha_max")
-    alpha_min = alpha_max * draw(st.sampled_from([0.0, 0.1]) | st.floats(0.0, 1.0), label="min_fraction")
+    # α_min = α_max (a constant schedule) is an edge: MUST draws stay below half.
+    alpha_min = alpha_max * draw(st.sampled_from([0.0, 0.1]) | st.floats(0.0, 0.5), label="min_fraction")
     warmup = draw(st.integers(min_warmup, max_iters // 2), label="warmup")
     cycle = draw(st.integers(warmup + 1, max_iters), label="cycle")
     return Schedule(alpha_max, alpha_min, warmup, cycle)

@@ -195,63 +195,69 @@ def decode(data: bytes | bytearray | memoryview, hook: Callable[[Tagged], Any] |
     """The value in ``data``; ``hook(tagged)`` builds tagged objects (without
     a hook they stay Tagged dicts). Anything malformed, or more than the
     per-frame budget (module docstring), raises ProtocolError."""
-    spent = {"items": 0, "ext": 0, "arrays": 0}
-    limits = {"items": MAX_ITEMS, "ext": MAX_EXT, "arrays": MAX_ARRAYS}
-    names = {"items": "list items and map entries", "ext": "non-plain values", "arrays": "tensors and arrays"}
+    return _Decoder(hook).unpack(data)
 
-    def spend(kind: str, n: int) -> None:
-        spent[kind] += n
-        if spent[kind] > limits[kind]:
-            raise ProtocolError(f"a message of more than {limits[kind]:,} {names[kind]} exceeds the limit")
 
-    def list_hook(items: list) -> list:
-        spend("items", len(items))
+_BUDGET_NAMES = {"items": "list items and map entries", "ext": "non-plain values", "arrays": "tensors and arrays"}
+
+
+class _Decoder:
+    """One frame's decoding: its budget spent so far, its nesting depth."""
+
+    def __init__(self, hook: Callable[[Tagged], Any] | None) -> None:
+        self.hook = hook
+        self.limits = {"items": MAX_ITEMS, "ext": MAX_EXT, "arrays": MAX_ARRAYS}
+        self.spent = {"items": 0, "ext": 0, "arrays": 0}
+        self.depth = 0
+
+    def spend(self, kind: str, n: int) -> None:
+        self.spent[kind] += n
+        if self.spent[kind] > self.limits[kind]:
+            raise ProtocolError(f"a message of more than {self.limits[kind]:,} {_BUDGET_NAMES[kind]} exceeds the limit")
+
+    def list_hook(self, items: list) -> list:
+        self.spend("items", len(items))
         return items
 
-    def object_hook(mapping: dict) -> dict:
-        spend("items", 2 * len(mapping))
+    def object_hook(self, mapping: dict) -> dict:
+        self.spend("items", 2 * len(mapping))
         return mapping
 
-    def ext_hook(code: int, payload: bytes) -> Any:
-        spend("ext", 1)
+    def ext_hook(self, code: int, payload: bytes) -> Any:
+        self.spend("ext", 1)
         if code == EXT_TUPLE:
-            items = _unpack(payload)
+            items = self.unpack(payload)
             if not isinstance(items, list):
                 raise ProtocolError("tuple payload is not a list")
             return tuple(items)
         if code == EXT_TENSOR:
-            spend("arrays", 1)
+            self.spend("arrays", 1)
             return _tensor_from(payload)
         if code == EXT_NDARRAY:
-            spend("arrays", 1)
-            try:
-                arrays = _np_load(payload)
-            except (SafetensorError, ValueError) as exc:
-                raise ProtocolError(f"bad array: {exc}") from exc
-            if set(arrays) != {"t"}:
-                raise ProtocolError("array payload must hold exactly one array 't'")
-            return arrays["t"]
+            self.spend("arrays", 1)
+            return _ndarray_from(payload)
         if code == EXT_TAGGED:
-            fields = _unpack(payload)
-            if not isinstance(fields, dict) or not isinstance(fields.get("kind"), str):
-                raise ProtocolError("tagged payload must be a dict with a str 'kind'")
-            kind = fields.pop("kind")
-            tagged = Tagged(kind, **{str(k): v for k, v in fields.items()})
-            return hook(tagged) if hook is not None else tagged
+            return self.tagged(payload)
         raise ProtocolError(f"unknown ext code {code}")
 
-    depth = [0]
+    def tagged(self, payload: bytes) -> Any:
+        fields = self.unpack(payload)
+        if not isinstance(fields, dict) or not isinstance(fields.get("kind"), str):
+            raise ProtocolError("tagged payload must be a dict with a str 'kind'")
+        kind = fields.pop("kind")
+        tagged = Tagged(kind, **{str(k): v for k, v in fields.items()})
+        return self.hook(tagged) if self.hook is not None else tagged
 
-    def _unpack(payload: bytes | bytearray | memoryview) -> Any:
-        depth[0] += 1
-        if depth[0] > MAX_DEPTH:
+    def unpack(self, payload: bytes | bytearray | memoryview) -> Any:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
             raise ProtocolError(f"nesting deeper than {MAX_DEPTH}")
         try:
             return msgpack.unpackb(
                 payload,
-                ext_hook=ext_hook,
-                list_hook=list_hook,
-                object_hook=object_hook,
+                ext_hook=self.ext_hook,
+                list_hook=self.list_hook,
+                object_hook=self.object_hook,
                 raw=False,
                 strict_map_key=False,
                 use_list=True,
@@ -265,9 +271,17 @@ def decode(data: bytes | bytearray | memoryview, hook: Callable[[Tagged], Any] |
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
             raise ProtocolError(f"malformed message: {type(exc).__name__}: {exc}") from exc
         finally:
-            depth[0] -= 1
+            self.depth -= 1
 
-    return _unpack(data)
+
+def _ndarray_from(payload: bytes) -> Any:
+    try:
+        arrays = _np_load(payload)
+    except (SafetensorError, ValueError) as exc:
+        raise ProtocolError(f"bad array: {exc}") from exc
+    if set(arrays) != {"t"}:
+        raise ProtocolError("array payload must hold exactly one array 't'")
+    return arrays["t"]
 
 
 _DTYPES = {

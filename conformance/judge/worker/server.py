@@ -77,6 +77,10 @@ class _StandInOptimizer(torch.optim.Optimizer):
         raise RuntimeError("this optimizer stands in for one of the judge's and cannot step")
 
 
+#: Tagged kinds the worker may change in place and send back (their ``wb`` number).
+_WRITABLE = frozenset({"param", "module", "optimizer", "generator", "bytesio"})
+
+
 class Server:
     def __init__(self, module: Any, root: Path | None, scratch: Path, pull: Callable[[int, int], tuple[list, bool]]):
         self.module = module
@@ -99,63 +103,73 @@ class Server:
 
         def hook(t: Tagged) -> Any:
             kind = t.kind
-            if kind == "param":
-                p = self._param(t, memo)
-            elif kind == "ref":
-                p = memo.get(_int(t, "memo"))
-                if p is None:
-                    raise ProtocolError("reference to an unknown parameter")
+            if kind in _WRITABLE:
+                p = self._writable(t, memo)
+                if "wb" in t:
+                    writeback[_int(t, "wb")] = (kind, p)
                 return p
-            elif kind == "handle":
-                ident = _int(t, "id")
-                if ident not in self.handles:
-                    raise ProtocolError(f"unknown handle {ident} (released, or the worker was restarted)")
-                return self.handles[ident]
-            elif kind == "module":
-                p = self._module(t)
-            elif kind == "optimizer":
-                p = self._optimizer(t)
-            elif kind == "generator":
-                p = torch.Generator(device=str(t.get("device", "cpu")))
-                p.set_state(_tensor(t, "state"))
-            elif kind == "bytesio":
-                p = io.BytesIO(_bytes(t, "data"))
-                p.seek(_int(t, "pos"))
-            elif kind == "infile":
+            if kind == "outfile":
                 path = self._scratch_file(str(t.get("name", "file")))
-                path.write_bytes(_bytes(t, "data"))
-                return path if t.get("as") == "path" else str(path)
-            elif kind == "outfile":
-                path = self._scratch_file(str(t.get("name", "file")))
-                p = path if t.get("as") == "path" else str(path)
                 if "wb" in t:
                     writeback[_int(t, "wb")] = ("outfile", path)
-                return p
-            elif kind == "memmap":
-                return self._memmap(t)
-            elif kind == "path":
-                return pathlib.Path(str(t.get("path")))
-            elif kind == "iterable":
-                items = t.get("items")
-                if not isinstance(items, list):
-                    raise ProtocolError("iterable items must be a list")
-                return (x for x in items) if t.get("as") == "generator" else iter(items)
-            elif kind == "pull":
-                return self._pulled(_int(t, "id"))
-            elif kind == "dtype":
-                dtype = getattr(torch, str(t.get("name")), None)
-                if not isinstance(dtype, torch.dtype):
-                    raise ProtocolError(f"unknown dtype {t.get('name')!r}")
-                return dtype
-            elif kind == "device":
-                return torch.device(str(t.get("name")))
-            else:
-                raise ProtocolError(f"unknown tagged kind {kind!r}")
-            if "wb" in t:
-                writeback[_int(t, "wb")] = (kind, p)
-            return p
+                return path if t.get("as") == "path" else str(path)
+            return self._value(t, memo)
 
         return hook, writeback
+
+    def _writable(self, t: Tagged, memo: dict[int, torch.nn.Parameter]) -> Any:
+        """An object whose in-place changes can go back to the judge (its ``wb`` number)."""
+        kind = t.kind
+        if kind == "param":
+            return self._param(t, memo)
+        if kind == "module":
+            return self._module(t)
+        if kind == "optimizer":
+            return self._optimizer(t)
+        if kind == "generator":
+            generator = torch.Generator(device=str(t.get("device", "cpu")))
+            generator.set_state(_tensor(t, "state"))
+            return generator
+        buffer = io.BytesIO(_bytes(t, "data"))  # "bytesio"
+        buffer.seek(_int(t, "pos"))
+        return buffer
+
+    def _value(self, t: Tagged, memo: dict[int, torch.nn.Parameter]) -> Any:
+        """A tagged object that never goes back: references, files in, iterables, names."""
+        kind = t.kind
+        if kind == "ref":
+            p = memo.get(_int(t, "memo"))
+            if p is None:
+                raise ProtocolError("reference to an unknown parameter")
+            return p
+        if kind == "handle":
+            ident = _int(t, "id")
+            if ident not in self.handles:
+                raise ProtocolError(f"unknown handle {ident} (released, or the worker was restarted)")
+            return self.handles[ident]
+        if kind == "infile":
+            path = self._scratch_file(str(t.get("name", "file")))
+            path.write_bytes(_bytes(t, "data"))
+            return path if t.get("as") == "path" else str(path)
+        if kind == "memmap":
+            return self._memmap(t)
+        if kind == "path":
+            return pathlib.Path(str(t.get("path")))
+        if kind == "iterable":
+            items = t.get("items")
+            if not isinstance(items, list):
+                raise ProtocolError("iterable items must be a list")
+            return (x for x in items) if t.get("as") == "generator" else iter(items)
+        if kind == "pull":
+            return self._pulled(_int(t, "id"))
+        if kind == "dtype":
+            dtype = getattr(torch, str(t.get("name")), None)
+            if not isinstance(dtype, torch.dtype):
+                raise ProtocolError(f"unknown dtype {t.get('name')!r}")
+            return dtype
+        if kind == "device":
+            return torch.device(str(t.get("name")))
+        raise ProtocolError(f"unknown tagged kind {kind!r}")
 
     def _param(self, t: Tagged, memo: dict[int, torch.nn.Parameter]) -> torch.nn.Parameter:
         data = _tensor(t, "data")

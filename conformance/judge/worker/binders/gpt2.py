@@ -11,8 +11,9 @@ training mode, after ``torch.manual_seed(seed)`` when it gives a seed.
 
 Renamed names: the graded file may import them under the book's names
 (``from mymodel import MyGPT as GPTModel``); a module whose submodules are
-named differently from the book's may define ``lmspec_map_weights(weights)``
-returning the state dict its classes expect.
+named differently from the book's may define
+``lmspec_map_weights(weights, module)`` returning the state dict ``module``
+(the reader's freshly built module) expects.
 
 ``prepare`` makes ``tiktoken.get_encoding("gpt2")`` work without a network,
 from the GPT-2 vocabulary and merges the judge hands in (the profile's
@@ -106,7 +107,7 @@ def _load(module: torch.nn.Module, weights: Mapping[str, Any] | None, mapper: Ca
         return module
     weights = dict(weights)
     if mapper is not None:
-        weights = dict(mapper(weights))
+        weights = dict(mapper(weights, module))
     params = {name for name, _ in module.named_parameters()}
     unexpected = sorted(set(weights) - set(module.state_dict()))
     missing = sorted(params - set(weights))
@@ -201,22 +202,20 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         gpt = model(cfg, weights)
         return _run(gpt, train, seed, lambda: gpt(in_idx))
 
-    def gpt2_model_info(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def gpt2_model_info(cfg: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, Any]:
         gpt = names["GPTModel"](_cfg(cfg))
         params = dict(gpt.named_parameters())
         head = getattr(gpt, "out_head", None)
         emb = getattr(gpt, "tok_emb", None)
-        tied = bool(
-            head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr()
-        )  # the same storage: a shared weight
-        return {
-            "shapes": {k: list(v.shape) for k, v in params.items()},
-            "state_dict": sorted(gpt.state_dict()),
-            "tied": tied,
-            "layernorm_init": {
-                k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))
-            },
-        }
+        # the same storage: a weight shared at construction
+        tied = bool(head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr())
+        init = {k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))}
+        try:
+            _load(gpt, weights, mapper)
+            problem = None
+        except WeightsMismatch as exc:
+            problem = str(exc)
+        return {"weights_problem": problem, "tied": tied, "layernorm_init": init}
 
     def gpt2_count_parameters(cfg: Mapping[str, Any]) -> list[int]:
         try:

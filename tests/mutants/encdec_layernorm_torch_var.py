@@ -1,0 +1,21 @@
+"""MUTANT (encdec): torch.var default (unbiased) inside the root."""
+
+import torch
+
+from lmspec.reference.encdec import layers as _layers
+from lmspec.reference.encdec.adapter import *  # noqa: F403
+
+
+def _forward(self, x):
+    mean = x.mean(-1, keepdim=True)
+    return self.weight * (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) + self.bias
+
+
+_layers.LayerNorm.forward = _forward
+
+MUTANT = {
+    "spec": "encdec.layernorm",
+    "bug": "torch.var default (unbiased) inside the root",
+    "run": ["encdec.layernorm"],
+    "profile": "encdec",
+}
