@@ -48,3 +48,19 @@ def test_reader_file_gets_full_marks(tmp_path: Path) -> None:
     assert not failing, f"{failing}\n{output}"
     assert data["profile"] == "gpt2"
     assert data["score"] == data["max_score"] == 20 and rc == 0, output
+
+
+RENAMED = REPO / "tests" / "fixture_repos" / "gpt2_renamed" / "lmspec_gpt2.py"
+
+
+def test_adapter_file_of_renamed_names_is_recognised() -> None:
+    """A small file importing renamed classes under the book's names is a gpt2 submission."""
+    assert resolve(str(RENAMED)).profile == "gpt2"
+
+
+@pytest.mark.slow
+def test_adapter_file_of_renamed_names_gets_full_marks(tmp_path: Path) -> None:
+    """TinyGPT, CausalSelfAttention and sample_tokens, mapped by lmspec_gpt2.py: 20/20."""
+    rc, output, _ = run_grader(tmp_path / "out", "--adapter", str(RENAMED), "--profile", "gpt2")
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["score"] == data["max_score"] == 20 and rc == 0, output

@@ -48,6 +48,9 @@ def test_suite_kills_mutant(mutant):
         )
         return
     assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    if "never_hinted" in mutant.meta:  # a hint whose bug this is not must stay silent
+        named = [h for h in mutant.meta["never_hinted"] for t in outcome.failures if h in t]
+        assert not named, f"mutant {mutant.name} was told a wrong likely cause: {named}"
     if "costs" in mutant.meta:  # one bug, one item
         assert outcome.must_items == set(mutant.meta["costs"]), (
             f"mutant {mutant.name} ({mutant.meta['bug']}) must cost exactly {sorted(mutant.meta['costs'])}, "
