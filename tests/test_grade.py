@@ -380,3 +380,34 @@ def test_fresh_clone_grades_a_repository_with_its_own_fixtures(tmp_path: Path) -
     assert item["status"] in ("fail", "error") and "oracle file corpus.en refused" in item["explanation"], item
 
     assert any("corpus.en" in r for r in data["implementation"]["fixtures"]["refused"])
+
+
+_LAYOUT_ITEMS = "2.linear,2.silu,2.softmax"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fixture", "target", "root"),
+    [
+        ("cs336_monorepo", ".", "assignment1-basics"),
+        ("cs336_monorepo", "assignment1-basics/tests/adapters.py", "assignment1-basics"),
+        ("cs336_in_tests", ".", "."),
+    ],
+    ids=["monorepo-root", "monorepo-adapter", "implementation-in-tests"],
+)
+def test_real_repository_layouts_grade_as_they_are(tmp_path: Path, fixture: str, target: str, root: str) -> None:
+    """Issue 19: a course monorepo (the assignment in a subfolder beside the
+    next assignment's own tests/adapters.py, a uv workspace at the top) graded
+    from its top folder or by its adapter, and an implementation living inside
+    its own tests/ package (imported as tests.layers and relatively), grade as
+    they are: full marks on the items they implement, the assignment's folder
+    as the repository's root, its pyproject.toml read."""
+    repo = tmp_path / fixture
+    shutil.copytree(REPO / "tests" / "fixture_repos" / fixture, repo)
+    rc, output, _ = run_grader(tmp_path / "out", str(repo / target), "--spec", _LAYOUT_ITEMS, "--jobs", "1")
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert rc == 0 and data["error"] is None, output
+    assert data["score"] == data["max_score"] == 2.5, [(i["id"], i["status"], i["explanation"]) for i in data["items"]]
+    implementation = data["implementation"]
+    assert Path(implementation["root"]) == (repo / root).resolve(), implementation["root"]
+    assert implementation["repository"]["requires_python"] == ">=3.11", implementation["repository"]

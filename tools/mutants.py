@@ -9,7 +9,9 @@ verdict when a MUST test catches it, or only by tests that are never scored
 such a mutant must say why in its header (``"strict_only": "the handout
 does not ..."``). One bug, one item: a header ``"costs": [ids]`` names
 exactly the items whose MUST tests the bug may fail (tests/test_mutants.py
-checks that no other item of its ``run`` is lost).
+checks that no other item of its ``run`` is lost); ``"never_hinted":
+[causes]`` names likely causes its failures must not show (a hint whose
+bug it is not).
 ``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
 spec item, lists survivors and the STRICT-only kills with their reasons; it
 exits 1 if any mutant survives or is caught by STRICT alone without a reason.
@@ -106,6 +108,7 @@ class Outcome(NamedTuple):
     detail: str
     seconds: float
     must_items: frozenset[str] = frozenset()  # items with a failed MUST test
+    failures: tuple[str, ...] = ()  # the messages of the tests that did not pass
 
     @property
     def strict_only(self) -> bool:
@@ -124,7 +127,8 @@ def run_one(entry: Entry) -> Outcome:
     first = (must or strict or [None])[0]
     detail = f"{first['nodeid']}: {first['summary']}" if first else f"{len(report['tests'])} tests passed"
     items = frozenset(str(t.get("spec")) for t in must)
-    return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start, items)
+    messages = tuple(str(t.get("message") or t.get("summary") or "") for t in must + strict)
+    return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start, items, messages)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ def test_special_token_occurrence_is_one_id(get_tokenizer, text: str):
             rule=f"SPEC 1.3: occurrences of {special!r} in the text vs its id {sid} in encode()",
             context=f"{text!r} -> {ids}",
         )
-    assert_encodes(c.oracle, ids, text, rule="SPEC 1.3: encode with special tokens")
+    assert_encodes(c.oracle, ids, text, rule="SPEC 1.3: encode with special tokens", encode=c.tokenizer.encode)
 
 
 @pytest.mark.spec("1.3.special_tokens")
@@ -66,6 +66,7 @@ def test_special_tokens_longest_match_wins(get_tokenizer, specials):
             c.tokenizer.encode(text),
             text,
             rule=f"SPEC 1.3: overlapping specials {list(specials)}: the longest match wins",
+            encode=c.tokenizer.encode,
         )
     assert_equal(
         list(c.tokenizer.encode(long)),
@@ -87,6 +88,7 @@ def test_special_token_text_without_special_list_is_ordinary(get_tokenizer, spec
         ids,
         text,
         rule="SPEC 1.3: without a special list the characters are ordinary text",
+        encode=c.tokenizer.encode,
     )
     assert len(list(c.tokenizer.encode(EOT))) > 1, "SPEC 1.3: <|endoftext|> without a special list is several ids"
     assert_equal(

@@ -281,13 +281,40 @@ def _show(pair: object) -> str:
     return repr(pair) if not isinstance(pair, tuple) else "(" + ", ".join(map(repr, pair)) + ")"
 
 
+class MergeMismatch(NamedTuple):
+    """How a trainer's merges differ from the oracle's: the facts (``lines``:
+    the first difference, the counts there, what the wrong merge is made of)
+    and the likely causes (``causes``: known bugs whose replay gives the
+    trainer's merges). A cause is shown only once a second input confirms it
+    (:meth:`text` with the causes both inputs share)."""
+
+    lines: list[str]
+    causes: list[str]
+
+    def text(self, causes: Sequence[str] | None = None) -> str:
+        shown = self.causes if causes is None else [c for c in self.causes if c in causes]
+        return "\n".join(self.lines[:1] + [f"  likely cause: {c}" for c in shown] + self.lines[1:])
+
+
 def describe_merge_mismatch(
     got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
 ) -> str | None:
+    """None when ``got`` equals the slow oracle's merges, else the whole
+    description with every likely cause (:func:`merge_mismatch`)."""
+    mismatch = merge_mismatch(got, text, vocab_size, special_tokens)
+    return None if mismatch is None else mismatch.text()
+
+
+_CAUSE = "  likely cause: "
+
+
+def merge_mismatch(
+    got: Sequence[object], text: str, vocab_size: int, special_tokens: Sequence[str] = ()
+) -> MergeMismatch | None:
     """None when ``got`` equals the slow oracle's merges for this training run;
     otherwise the first differing merge index, both pairs with their counts at
-    that step, the top candidates, and the known bugs that would produce
-    exactly ``got`` up to that point."""
+    that step, the top candidates (the facts), and the known bugs that would
+    produce exactly ``got`` up to that point (the causes)."""
     expected = train_bpe(text, vocab_size, special_tokens).merges
     got = list(got)
     if got == expected:
@@ -309,14 +336,22 @@ def describe_merge_mismatch(
         lines.append("  merges before it agree: ... " + ", ".join(_show(p) for p in expected[max(0, i - 3) : i]))
     # (Counts are those of the merges applied as the spec says; an
     # implementation that applies them otherwise has other counts, so a count
-    # of 0 alone proves nothing about it.)
+    # of 0 alone proves nothing about it.) What the wrong merge is made of is
+    # a fact, not a replayed bug.
     if isinstance(g, tuple) and not any(g[0] + g[1] in p for p in pretokens):
-        lines.append(f"  likely cause: merge {i} makes {g[0] + g[1]!r}, which {_why_absent(g, text, special_tokens)}")
+        lines.append(f"  merge {i} makes {g[0] + g[1]!r}, which {_why_absent(g, text, special_tokens)}")
     elif i >= len(expected) and i < len(got):
         lines.append(f"  after merge {i - 1} no pair is left to merge: training stops there (vocab_size is a maximum)")
-    lines += _vocab_size_causes(got, expected, words, counts, vocab_size, len(special_tokens))
-    lines += _known_bug_causes(got, expected, i, text, vocab_size, special_tokens)
-    return "\n".join(lines)
+    causes = []
+    for line in _vocab_size_causes(got, expected, words, counts, vocab_size, len(special_tokens)) + _known_bug_causes(
+        got, expected, i, text, vocab_size, special_tokens
+    ):
+        cause = line.removeprefix(_CAUSE)
+        if cause.startswith("training stopped after"):  # a fact (with this input's numbers), not a replay
+            lines.append(f"  {cause}")
+        else:
+            causes.append(cause)
+    return MergeMismatch(lines, causes)
 
 
 def _why_absent(pair: tuple[bytes, bytes], text: str, special_tokens: Sequence[str]) -> str:

@@ -17,6 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lmspec.conformance.cs336.oracles.nn import ModelConfig, lm
+from lmspec.conformance.hints import KnownBugs
+
+#: Known bugs of the §3 items (hints), registered beside their oracles.
+KNOWN_BUGS = KnownBugs()
 
 # Taken at import (before any submission code runs in a test), so a
 # submission that patches torch cannot change what the oracles compute.
@@ -278,27 +282,33 @@ def _cos(x: float) -> float:
     return 0.5 * (1 + math.cos(math.pi * x))
 
 
-def cosine_lr_bugs() -> dict[str, Callable[[int, float, float, int, int], float]]:
-    """Known wrong schedules (for hints), same signature as ``cosine_lr``."""
+def _in_cosine(f):
+    def sched(t, a_max, a_min, tw, tc):
+        return a_min + f(t, tw, tc) * (a_max - a_min) if tw <= t <= tc else cosine_lr(t, a_max, a_min, tw, tc)
 
-    def in_cosine(f):
-        def sched(t, a_max, a_min, tw, tc):
-            return a_min + f(t, tw, tc) * (a_max - a_min) if tw <= t <= tc else cosine_lr(t, a_max, a_min, tw, tc)
+    return sched
 
-        return sched
 
-    def warmup_ahead(t, a_max, a_min, tw, tc):
-        return a_max * (t + 1) / tw if t < tw else cosine_lr(t, a_max, a_min, tw, tc)
+@KNOWN_BUGS.register("3.cosine_schedule", "warmup off by one: α_max·(t+1)/T_w")
+def _warmup_ahead(t, a_max, a_min, tw, tc):
+    return a_max * (t + 1) / tw if t < tw else cosine_lr(t, a_max, a_min, tw, tc)
 
-    def never_floors(t, a_max, a_min, tw, tc):
-        return a_min + _cos((t - tw) / (tc - tw)) * (a_max - a_min) if t >= tw else cosine_lr(t, a_max, a_min, tw, tc)
 
-    return {
-        "warmup off by one: α_max·(t+1)/T_w": warmup_ahead,
-        "cosine progress over T_c instead of T_c − T_w": in_cosine(lambda t, tw, tc: _cos((t - tw) / tc)),
-        "cosine progress t/T_c instead of (t − T_w)/(T_c − T_w)": in_cosine(lambda t, tw, tc: _cos(t / tc)),
-        "after T_c the cosine continues instead of staying at α_min": never_floors,
-    }
+KNOWN_BUGS.add(
+    "3.cosine_schedule",
+    "cosine progress over T_c instead of T_c − T_w",
+    _in_cosine(lambda t, tw, tc: _cos((t - tw) / tc)),
+)
+KNOWN_BUGS.add(
+    "3.cosine_schedule",
+    "cosine progress t/T_c instead of (t − T_w)/(T_c − T_w)",
+    _in_cosine(lambda t, tw, tc: _cos(t / tc)),
+)
+
+
+@KNOWN_BUGS.register("3.cosine_schedule", "after T_c the cosine continues instead of staying at α_min")
+def _never_floors(t, a_max, a_min, tw, tc):
+    return a_min + _cos((t - tw) / (tc - tw)) * (a_max - a_min) if t >= tw else cosine_lr(t, a_max, a_min, tw, tc)
 
 
 # --- §3 gradient clipping ----------------------------------------------------------
@@ -342,6 +352,23 @@ def clipped_grads_formula(
         g64 = g.detach().to("cpu", F64)
         out.append(g64 * (scale([g64]) if per_tensor else common))
     return out
+
+
+KNOWN_BUGS.add(
+    "3.gradient_clipping",
+    "clipped each parameter by its own norm: use one global norm over all gradients",
+    lambda grads, max_norm: clipped_grads_formula(grads, max_norm, per_tensor=True),
+)
+KNOWN_BUGS.add(
+    "3.gradient_clipping",
+    "no epsilon, max_norm/norm (or one far below 1e-6): the handout adds 1e-6 to the norm",
+    lambda grads, max_norm: clipped_grads_formula(grads, max_norm, eps=0.0),
+)
+KNOWN_BUGS.add(
+    "3.gradient_clipping",
+    "epsilon inside the square root, max_norm/sqrt(Σg² + 1e-8): the handout adds 1e-6 to the norm",
+    lambda grads, max_norm: clipped_grads_formula(grads, max_norm, eps=1e-8, eps_in_sqrt=True),
+)
 
 
 # --- §4 generation -----------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""Likely causes ("hints") of a failure: the known bugs of a spec item, replayed.
+
+A hint names a bug only where replaying that bug reproduces what the
+implementation gave, on the failing input AND on a second input of the same
+test (one input can look like several bugs: a trainer that splits pre-tokens
+at byte ranges once looked like "the stopping test is off by one").
+
+Where they live: the known bugs of an item are registered next to the item's
+oracle, in its oracle module, in one ``KnownBugs`` registry per module::
+
+    KNOWN_BUGS = KnownBugs()
+
+    @KNOWN_BUGS.register("3.cosine_schedule", "warmup off by one: α_max·(t+1)/T_w")
+    def _warmup_ahead(t, a_max, a_min, tw, tc): ...
+
+A replay takes the same inputs as the item's oracle and returns what the bug
+gives. A test asks the registry for its item's replays on its input
+(:meth:`KnownBugs.thunks`, the (cause, thunk) pairs ``assert_close`` takes),
+and keeps only the causes its second input confirms (:func:`confirmed`).
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+
+class KnownBug(NamedTuple):
+    item: str  # the spec item whose tests may name it
+    cause: str  # shown as "likely cause: ..."
+    replay: Callable[..., Any]  # the oracle's inputs -> what the bug gives
+
+
+class KnownBugs:
+    """The known bugs of one oracle module's items, in registration order."""
+
+    def __init__(self) -> None:
+        self._bugs: list[KnownBug] = []
+
+    def register(self, item: str, cause: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``replay`` is a known bug of ``item``."""
+
+        def add(replay: Callable[..., Any]) -> Callable[..., Any]:
+            self.add(item, cause, replay)
+            return replay
+
+        return add
+
+    def add(self, item: str, cause: str, replay: Callable[..., Any]) -> None:
+        if any(b.item == item and b.cause == cause for b in self._bugs):
+            raise ValueError(f"{item}: known bug registered twice: {cause}")
+        self._bugs.append(KnownBug(item, cause, replay))
+
+    def of(self, item: str) -> list[KnownBug]:
+        return [b for b in self._bugs if b.item == item]
+
+    def causes(self, item: str) -> dict[str, Callable[..., Any]]:
+        """cause -> replay, for ``item``."""
+        return {b.cause: b.replay for b in self.of(item)}
+
+    def thunks(self, item: str, *args: Any, **kwargs: Any) -> list[tuple[str, Callable[[], Any]]]:
+        """(cause, thunk) pairs: each thunk replays its bug on these inputs."""
+        return [(b.cause, lambda r=b.replay: r(*args, **kwargs)) for b in self.of(item)]
+
+    def __iter__(self):
+        return iter(self._bugs)
+
+
+def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> list[str]:
+    """Of ``causes`` (those whose replay reproduced the failing input's
+    output), the ones the test's second input confirms. ``second()`` runs the
+    implementation on the second input and returns the causes whose replay
+    reproduces its output there; where it raises, nothing is confirmed."""
+    if not causes:
+        return []
+    try:
+        again = set(second())
+    except Exception:  # the implementation fails otherwise there: no cause is sure
+        return []
+    return [c for c in causes if c in again]

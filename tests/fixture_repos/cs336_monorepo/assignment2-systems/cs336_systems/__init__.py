@@ -1,0 +1,1 @@
+"""The next assignment of the course (not graded by the basics profile)."""
