@@ -48,6 +48,9 @@ def test_suite_kills_mutant(mutant):
         )
         return
     assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    if "hinted" in mutant.meta:  # the right cause, replayed and confirmed on a second input, is named
+        missing = [h for h in mutant.meta["hinted"] if not any(h in t for t in outcome.failures)]
+        assert not missing, f"mutant {mutant.name}: no failure names its cause {missing}: {outcome.detail}"
     if "never_hinted" in mutant.meta:  # a hint whose bug this is not must stay silent
         named = [h for h in mutant.meta["never_hinted"] for t in outcome.failures if h in t]
         assert not named, f"mutant {mutant.name} was told a wrong likely cause: {named}"
