@@ -108,7 +108,7 @@ def test_checkpointing_same_output_and_gradients(run_encoder_layer_gradients, co
         assert_close(out, ref_out, c.TOL_LAYER, rule=f"output with {label} vs torch's layer (float64)", context=context)
         for key, ref in ref_grads.items():
             got = grads.get(key)
-            assert got is not None, f"no gradient for {key!r} with {label} (gradients w.r.t. the input and every weight)"
+            assert got is not None, f"no gradient for {key!r} with {label} (w.r.t. the input and every weight)"
             assert_close(got, ref, c.TOL_LAYER, rule=f"d loss / d {key} with {label} vs torch's layer", context=context)
     assert_close(ckpt[0], plain[0], c.TOL_SAME, rule="checkpointing changes the output", context=context)
     for key in ref_grads:
