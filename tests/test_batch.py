@@ -27,7 +27,7 @@ pytest.importorskip("distributed", reason="lmspec grade --batch needs the 'batch
 import cloudpickle
 
 from lmspec.conformance.options import Settings
-from lmspec.tools.grade import batch, distributed
+from lmspec.tools.grade import archive, batch, distributed
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "grader_fixtures"
@@ -73,12 +73,12 @@ def test_archive_is_deterministic_and_skips_what_never_travels(tmp_path: Path) -
     (sub / "data.bin").write_bytes(b"\0")
     assert distributed.pack(sub).sha256 != first.sha256
     (sub / "data.bin").unlink()
-    original = distributed.MAX_FILE_BYTES
-    distributed.MAX_FILE_BYTES = 10
+    original = archive.MAX_FILE_BYTES
+    archive.MAX_FILE_BYTES = 10
     try:
-        skipped = distributed.pack(sub).skipped
+        skipped = archive.pack(sub).skipped
     finally:
-        distributed.MAX_FILE_BYTES = original
+        archive.MAX_FILE_BYTES = original
     assert any(s.startswith("pyproject.toml (") for s in skipped)
     assert {"__pycache__/", ".venv/"} <= set(first.skipped)
     dest = tmp_path / "unpacked"

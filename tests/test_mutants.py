@@ -27,6 +27,16 @@ def test_gpt2_catalog_covers_every_core_item():
     assert core <= {m.meta["spec"] for m in gpt2}, core - {m.meta["spec"] for m in gpt2}
 
 
+def test_encdec_catalog_covers_every_core_item():
+    """The encdec profile: at least 25 mutants, every core item of its record with one."""
+    from lmspec.conformance.profiles import Kind, get
+
+    encdec = [m for m in MUTANTS if m.meta.get("profile") == "encdec"]
+    assert len(encdec) >= 25, f"only {len(encdec)} encdec mutants"
+    core = {i.id for i in get("encdec").items if i.kind is Kind.CORE}
+    assert core <= {m.meta["spec"] for m in encdec}, core - {m.meta["spec"] for m in encdec}
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_suite_kills_mutant(mutant):
     outcome = run_one(mutant)
@@ -38,6 +48,9 @@ def test_suite_kills_mutant(mutant):
         )
         return
     assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    if "hinted" in mutant.meta:  # the right cause, replayed and confirmed on a second input, is named
+        missing = [h for h in mutant.meta["hinted"] if not any(h in t for t in outcome.failures)]
+        assert not missing, f"mutant {mutant.name}: no failure names its cause {missing}: {outcome.detail}"
     if "never_hinted" in mutant.meta:  # a hint whose bug this is not must stay silent
         named = [h for h in mutant.meta["never_hinted"] for t in outcome.failures if h in t]
         assert not named, f"mutant {mutant.name} was told a wrong likely cause: {named}"

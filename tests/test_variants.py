@@ -12,6 +12,13 @@ def test_at_least_three_variants():
     assert len(VARIANTS) >= 3
 
 
+def test_encdec_reference_runs_in_both_norm_conventions():
+    """The encdec reference is graded under the annotated notes' conventions
+    (pre-norm) as a variant, besides the paper's (post-norm) as the reference."""
+    names = {v.name for v in VARIANTS if v.meta.get("profile") == "encdec"}
+    assert "encdec_annotated_reference" in names and len(names) >= 3, names
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_suite_accepts_variant(variant):
     report = run_suite(variant.path, variant.meta.get("run"), profile=variant.meta.get("profile"))

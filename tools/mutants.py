@@ -11,7 +11,7 @@ does not ..."``). One bug, one item: a header ``"costs": [ids]`` names
 exactly the items whose MUST tests the bug may fail (tests/test_mutants.py
 checks that no other item of its ``run`` is lost); ``"never_hinted":
 [causes]`` names likely causes its failures must not show (a hint whose
-bug it is not).
+bug it is not), ``"hinted": [causes]`` causes one of them must show.
 ``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
 spec item, lists survivors and the STRICT-only kills with their reasons; it
 exits 1 if any mutant survives or is caught by STRICT alone without a reason.

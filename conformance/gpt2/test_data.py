@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
+from lmspec.conformance.gpt2.checks import assert_equal_explained
 
 TEXT = (
     "Once upon a time, there was a little robot named Bo. Bo liked to count the stars.<|endoftext|>"
@@ -45,14 +46,12 @@ def test_dataset_windows(gpt2_dataset, encoding, max_length, stride):
     ):
         if [list(map(int, x)) for x in got["inputs"]] == ins and ins != inputs:
             hints.append(label)
-    rule = f"{len(inputs)} windows of {max_length} ids every {stride} ids" + "".join(
-        f"; likely cause: {h}" for h in hints
-    )
-    assert_equal(n, len(inputs), rule=rule, context=f"{len(ids)} ids")
+    rule = f"{len(inputs)} windows of {max_length} ids every {stride} ids"
+    assert_equal_explained(n, len(inputs), rule=rule, causes=hints, context=f"{len(ids)} ids")
     assert_equal(got["inputs"], inputs, rule="input windows ids[s : s+max_length]")
     shifted = [ids[s : s + max_length] for s in range(0, len(ids) - max_length, stride)]
-    hint = "; likely cause: targets not shifted by one" if got["targets"] == shifted else ""
-    assert_equal(got["targets"], targets, rule="target windows ids[s+1 : s+max_length+1]" + hint)
+    causes = ["targets not shifted by one"] if got["targets"] == shifted else []
+    assert_equal_explained(got["targets"], targets, rule="target windows ids[s+1 : s+max_length+1]", causes=causes)
 
 
 @pytest.mark.spec("gpt2.dataset")

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
+from lmspec.conformance.gpt2.checks import assert_equal_explained
 
 strict = pytest.mark.strict
 
@@ -35,15 +36,12 @@ def test_generate_text_simple_is_greedy(gpt2_generate_simple, seed, batch, promp
     for row in crop_front:
         for _ in range(new):
             row.append(int(o.model(torch.tensor([row[:crop]]), w, c)[0, -1].argmax()))
-    hint = (
-        "; likely cause: the first context_size ids are kept instead of the last"
-        if torch.as_tensor(out).tolist() == crop_front and crop_front != expected
-        else ""
-    )
-    assert_equal(
+    front = torch.as_tensor(out).tolist() == crop_front and crop_front != expected
+    assert_equal_explained(
         out,
         expected,
-        rule="greedy generation over the last context_size ids" + hint,
+        rule="greedy generation over the last context_size ids",
+        causes=["the first context_size ids are kept instead of the last"] if front else [],
         context=f"prompt {idx.tolist()}, context_size {crop}",
     )
 
@@ -126,8 +124,13 @@ def test_generate_samples_like_the_book(gpt2_generate, seed, temperature, top_k)
         and temperature != 1.0
     ):
         hints.append("logits not divided by the temperature")
-    rule = "sampling: top-k, /temperature, softmax, torch.multinomial" + "".join(f"; likely cause: {h}" for h in hints)
-    assert_equal(out, [expected], rule=rule, context=f"seed {seed}, temperature {temperature}, top_k {top_k}")
+    assert_equal_explained(
+        out,
+        [expected],
+        rule="sampling: top-k, /temperature, softmax, torch.multinomial",
+        causes=hints,
+        context=f"seed {seed}, temperature {temperature}, top_k {top_k}",
+    )
 
 
 @sg.budget(5)
@@ -175,11 +178,12 @@ def test_generate_stops_at_eos_without_appending(gpt2_generate, seed, stop):
         cfg=c, weights=w, idx=idx, max_new_tokens=6, context_size=c["context_length"], temperature=0.0, eos_id=eos
     )
     got = torch.as_tensor(out).tolist()
-    hint = "; likely cause: the eos id is appended before stopping" if got == [greedy[: first + 1]] else ""
-    assert_equal(
+    appended = got == [greedy[: first + 1]]
+    assert_equal_explained(
         out,
         [expected],
-        rule="generation stops at eos_id without appending it" + hint,
+        rule="generation stops at eos_id without appending it",
+        causes=["the eos id is appended before stopping"] if appended else [],
         context=f"greedy run {greedy}, eos_id {eos}",
     )
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("len(vocab) ends at vocab_size + len(special_tokens): specials not counted in vocab_size"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["special tokens not counted in vocab_size"],
 }
 
 

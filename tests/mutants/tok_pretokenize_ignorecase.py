@@ -16,6 +16,7 @@ MUTANT = {
     "spec": "1.1.pretokenize",
     "bug": "GPT-2 pattern compiled with regex.IGNORECASE: upper-case 'S, 'T, 'LL, 'VE become contractions",
     "run": ["1.1.pretokenize"],
+    "hinted": ["re.IGNORECASE"],
 }
 
 _CASELESS = regex.compile(pretokenize.GPT2_PATTERN, regex.IGNORECASE)  # BUG

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "no bias correction: theta -= lr * m / (sqrt(v) + eps)",
     "run": ["3.adamw"],
+    "hinted": ["no bias correction"],
 }
 
 

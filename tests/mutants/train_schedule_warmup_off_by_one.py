@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.cosine_schedule",
     "bug": "warmup off by one: alpha_max * (t + 1) / T_w",
     "run": ["3.cosine_schedule"],
+    "hinted": ["warmup off by one"],
 }
 
 

@@ -35,6 +35,7 @@ from lmspec.tools.bench.common import (
     run_worker,
     verdict,
 )
+from lmspec.tools.bench.profiling import PROFILE_GROUPS, profile_step
 
 TARGET_FRACTION = 0.8  # reference (checks off) >= 0.8x torch-native tokens/s
 
@@ -151,7 +152,7 @@ def worker_train(args: dict[str, Any]) -> None:
     if device.type == "cuda":
         _add_gpu_facts(result, device)
     if args.get("profile"):
-        result["profile"] = _profile(step, warmup + steps - 1, args["profile"], device.type)
+        result["profile"] = profile_step(step, warmup + steps - 1, args["profile"], device.type)
     emit(result)
 
 
@@ -218,63 +219,6 @@ def _add_gpu_facts(result: dict[str, Any], device: Any) -> None:
         mfu=None if peak is None else result["model_flops_per_s"] / peak,
         cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(),
     )
-
-
-def _profile(step: Callable[[int], Any], index: int, path: str, device: str) -> dict[str, Any]:
-    """One profiled step: top ops to ``path`` and the share of op time per kind of op."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    step(index)  # the profiled step reuses a seen batch: no first-touch effects
-    t0 = time.perf_counter()
-    with profile(activities=activities) as prof:
-        step(index)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
-    Path(path).write_text(table)
-    split = dict.fromkeys(PROFILE_GROUPS, 0.0)
-    for event in prof.events():
-        if not event.key.startswith("aten::"):
-            continue  # record_function ranges and autograd nodes: their ops are counted
-        ancestors = []
-        parent = event.cpu_parent
-        while parent is not None:
-            ancestors.append(parent.name)
-            parent = parent.cpu_parent
-        if any(a.startswith("Optimizer.step") for a in ancestors):
-            group = "optimizer step"
-        elif event.key in MATMUL_OPS:
-            group = "matmul"
-        elif "scaled_dot_product" in event.key or "flash_attention" in event.key:
-            group = "SDPA kernel"
-        elif any(k in event.key for k in ("softmax", "exp", "amax", "masked_fill", "logsumexp")):
-            group = "softmax / exp / max"
-        else:
-            group = "other elementwise, copies"
-        split[group] += event.self_cpu_time_total
-    total = sum(split.values())
-    return {
-        "wall_s": wall,
-        "op_time_s": total / 1e6,
-        "shares_of_op_time": {k: v / total for k, v in split.items()} if total else {},
-        "table": path,
-    }
-
-
-MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_mm")
-PROFILE_GROUPS = (
-    "matmul",
-    "SDPA kernel",
-    "softmax / exp / max",
-    "other elementwise, copies",
-    "optimizer step",
-)
 
 
 # --- parent side -------------------------------------------------------------

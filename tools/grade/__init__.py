@@ -5,12 +5,16 @@ implementation through a sandboxed worker) and grades it per spec item.
     python -m tools.grade --batch submissions/ --jobs 4
 
 Modules: ``cli`` (command line), ``grading`` (one implementation, end to
-end), ``batch`` (a folder of submissions), ``judge`` (the judge process: the
-one harness, shared with the mutant and variant runners), ``results``
-(statuses, points, STRICT, trust), ``report`` (table, JSON, JUnit,
-Gradescope), ``points`` (the points table and its source), ``files``
-(snapshot MANIFEST and suite-file guards). docs/grading.md documents the
-output schema.
+end; the judge process itself is started by conformance/judge/launch.py,
+shared with the mutant and variant runners), ``repository``, ``pythons``
+and ``envs``/``envstep`` (the submission's declared interpreter and
+environment, built in a sandbox), ``results`` (statuses, points, STRICT,
+trust), ``report``, ``outputs``, ``html``, ``gradescope`` (table, JSON,
+JUnit, report.html, Gradescope), ``points`` (the points table and its
+source), ``files`` (snapshot MANIFEST and suite-file guards), ``batch``,
+``distributed``, ``archive``, ``dashboard`` (a folder of submissions on
+Dask, and its dashboard), ``throughput`` (grading throughput measured).
+docs/grading.md documents the output schema.
 """
 
 __all__ = ["grade", "main"]

@@ -152,29 +152,34 @@ def _windows(dataset: Any) -> tuple[list[list[int]], list[list[int]]]:
     return inputs, targets
 
 
-def bind(module: Any) -> dict[str, Callable[..., Any]]:
-    """The adapter functions the module's names allow (the others are "not implemented")."""
-    names = {n: getattr(module, n) for n in {n for needs in NEEDS.values() for n in needs} if hasattr(module, n)}
-    mapper = getattr(module, "lmspec_map_weights", None)
-    if not callable(mapper):
-        mapper = None
+class _Reader:
+    """The adapter functions over a reader's module: each builds the book's
+    class from ``cfg`` (or its arguments), loads the suite's weights under the
+    book's keys and calls it."""
 
-    def model(cfg: Mapping[str, Any], weights: Mapping[str, Any] | None) -> torch.nn.Module:
-        return _load(names["GPTModel"](_cfg(cfg)), weights, mapper)
+    def __init__(self, names: Mapping[str, Any], mapper: Callable[..., Any] | None) -> None:
+        self.names = names
+        self.mapper = mapper
 
-    def gpt2_layernorm(emb_dim: int, weights: Mapping[str, Any] | None, in_features: torch.Tensor) -> torch.Tensor:
-        norm = _load(names["LayerNorm"](emb_dim), weights, mapper)
+    def model(self, cfg: Mapping[str, Any], weights: Mapping[str, Any] | None) -> torch.nn.Module:
+        return _load(self.names["GPTModel"](_cfg(cfg)), weights, self.mapper)
+
+    def gpt2_layernorm(
+        self, emb_dim: int, weights: Mapping[str, Any] | None, in_features: torch.Tensor
+    ) -> torch.Tensor:
+        norm = _load(self.names["LayerNorm"](emb_dim), weights, self.mapper)
         return _run(norm, False, None, lambda: norm(in_features))
 
-    def gpt2_gelu(in_features: torch.Tensor) -> torch.Tensor:
-        gelu = names["GELU"]()
+    def gpt2_gelu(self, in_features: torch.Tensor) -> torch.Tensor:
+        gelu = self.names["GELU"]()
         return gelu(in_features)
 
-    def gpt2_feedforward(cfg: Mapping[str, Any], weights: Mapping[str, Any], in_features: torch.Tensor) -> Any:
-        ff = _load(names["FeedForward"](_cfg(cfg)), weights, mapper)
+    def gpt2_feedforward(self, cfg: Mapping[str, Any], weights: Mapping[str, Any], in_features: torch.Tensor) -> Any:
+        ff = _load(self.names["FeedForward"](_cfg(cfg)), weights, self.mapper)
         return _run(ff, False, None, lambda: ff(in_features))
 
     def gpt2_mha(
+        self,
         d_in: int,
         d_out: int,
         context_length: int,
@@ -186,24 +191,34 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         train: bool = False,
         seed: int | None = None,
     ) -> torch.Tensor:
-        mha = names["MultiHeadAttention"](d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)
-        _load(mha, weights, mapper)
+        mha = self.names["MultiHeadAttention"](d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)
+        _load(mha, weights, self.mapper)
         return _run(mha, train, seed, lambda: mha(in_features))
 
     def gpt2_block(
-        cfg: Mapping[str, Any], weights: Mapping[str, Any], in_features: torch.Tensor, train: bool = False, seed=None
+        self,
+        cfg: Mapping[str, Any],
+        weights: Mapping[str, Any],
+        in_features: torch.Tensor,
+        train: bool = False,
+        seed=None,
     ) -> torch.Tensor:
-        block = _load(names["TransformerBlock"](_cfg(cfg)), weights, mapper)
+        block = _load(self.names["TransformerBlock"](_cfg(cfg)), weights, self.mapper)
         return _run(block, train, seed, lambda: block(in_features))
 
     def gpt2_model(
-        cfg: Mapping[str, Any], weights: Mapping[str, Any] | None, in_idx: torch.Tensor, train: bool = False, seed=None
+        self,
+        cfg: Mapping[str, Any],
+        weights: Mapping[str, Any] | None,
+        in_idx: torch.Tensor,
+        train: bool = False,
+        seed=None,
     ) -> torch.Tensor:
-        gpt = model(cfg, weights)
+        gpt = self.model(cfg, weights)
         return _run(gpt, train, seed, lambda: gpt(in_idx))
 
-    def gpt2_model_info(cfg: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, Any]:
-        gpt = names["GPTModel"](_cfg(cfg))
+    def gpt2_model_info(self, cfg: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, Any]:
+        gpt = self.names["GPTModel"](_cfg(cfg))
         params = dict(gpt.named_parameters())
         head = getattr(gpt, "out_head", None)
         emb = getattr(gpt, "tok_emb", None)
@@ -211,43 +226,43 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         tied = bool(head is not None and emb is not None and head.weight.data_ptr() == emb.weight.data_ptr())
         init = {k: [float(v.min()), float(v.max())] for k, v in params.items() if k.endswith(("scale", "shift"))}
         try:
-            _load(gpt, weights, mapper)
+            _load(gpt, weights, self.mapper)
             problem = None
         except WeightsMismatch as exc:
             problem = str(exc)
         return {"weights_problem": problem, "tied": tied, "layernorm_init": init}
 
-    def gpt2_count_parameters(cfg: Mapping[str, Any]) -> list[int]:
+    def gpt2_count_parameters(self, cfg: Mapping[str, Any]) -> list[int]:
         try:
             with torch.device("meta"):
-                gpt = names["GPTModel"](_cfg(cfg))
+                gpt = self.names["GPTModel"](_cfg(cfg))
         except Exception:  # a module that cannot be built on the meta device
-            gpt = names["GPTModel"](_cfg(cfg))
+            gpt = self.names["GPTModel"](_cfg(cfg))
         total = sum(p.numel() for p in gpt.parameters())
         return [int(total), int(total - gpt.out_head.weight.numel())]
 
-    def gpt2_generate_simple(cfg, weights, idx, max_new_tokens, context_size) -> torch.Tensor:
-        gpt = model(cfg, weights).eval()
-        return names["generate_text_simple"](gpt, idx, max_new_tokens, context_size)
+    def gpt2_generate_simple(self, cfg, weights, idx, max_new_tokens, context_size) -> torch.Tensor:
+        gpt = self.model(cfg, weights).eval()
+        return self.names["generate_text_simple"](gpt, idx, max_new_tokens, context_size)
 
     def gpt2_generate(
-        cfg, weights, idx, max_new_tokens, context_size, temperature=0.0, top_k=None, eos_id=None, seed=0
+        self, cfg, weights, idx, max_new_tokens, context_size, temperature=0.0, top_k=None, eos_id=None, seed=0
     ) -> torch.Tensor:
-        gpt = model(cfg, weights).eval()
+        gpt = self.model(cfg, weights).eval()
         torch.manual_seed(int(seed))
         kwargs: dict[str, Any] = {"temperature": temperature, "top_k": top_k, "eos_id": eos_id}
-        return names["generate"](gpt, idx, max_new_tokens, context_size, **kwargs)
+        return self.names["generate"](gpt, idx, max_new_tokens, context_size, **kwargs)
 
-    def gpt2_dataset(txt: str, max_length: int, stride: int) -> dict[str, list[list[int]]]:
+    def gpt2_dataset(self, txt: str, max_length: int, stride: int) -> dict[str, list[list[int]]]:
         import tiktoken
 
-        dataset = names["GPTDatasetV1"](txt, tiktoken.get_encoding("gpt2"), max_length, stride)
+        dataset = self.names["GPTDatasetV1"](txt, tiktoken.get_encoding("gpt2"), max_length, stride)
         inputs, targets = _windows(dataset)
         return {"inputs": inputs, "targets": targets}
 
-    def gpt2_dataloader(txt, batch_size, max_length, stride, shuffle, drop_last, seed=0) -> list[list[Any]]:
+    def gpt2_dataloader(self, txt, batch_size, max_length, stride, shuffle, drop_last, seed=0) -> list[list[Any]]:
         torch.manual_seed(int(seed))
-        loader = names["create_dataloader_v1"](
+        loader = self.names["create_dataloader_v1"](
             txt,
             batch_size=batch_size,
             max_length=max_length,
@@ -258,32 +273,39 @@ def bind(module: Any) -> dict[str, Callable[..., Any]]:
         )
         return [[torch.as_tensor(x).tolist(), torch.as_tensor(y).tolist()] for x, y in loader]
 
-    def gpt2_loss_batch(cfg, weights, input_batch, target_batch) -> float:
-        gpt = model(cfg, weights).eval()
+    def gpt2_loss_batch(self, cfg, weights, input_batch, target_batch) -> float:
+        gpt = self.model(cfg, weights).eval()
         with torch.no_grad():
-            return float(names["calc_loss_batch"](input_batch, target_batch, gpt, "cpu"))
+            return float(self.names["calc_loss_batch"](input_batch, target_batch, gpt, "cpu"))
 
-    def gpt2_loss_loader(cfg, weights, batches, num_batches=None) -> float:
-        gpt = model(cfg, weights).eval()
+    def gpt2_loss_loader(self, cfg, weights, batches, num_batches=None) -> float:
+        gpt = self.model(cfg, weights).eval()
         loader = [(torch.as_tensor(x), torch.as_tensor(y)) for x, y in batches]
         with torch.no_grad():
-            return float(names["calc_loss_loader"](loader, gpt, "cpu", num_batches=num_batches))
+            return float(self.names["calc_loss_loader"](loader, gpt, "cpu", num_batches=num_batches))
 
-    def gpt2_load_weights(cfg, params, in_idx) -> torch.Tensor:
-        gpt = names["GPTModel"](_cfg(cfg))
-        names["load_weights_into_gpt"](gpt, _as_numpy(params))
+    def gpt2_load_weights(self, cfg, params, in_idx) -> torch.Tensor:
+        gpt = self.names["GPTModel"](_cfg(cfg))
+        self.names["load_weights_into_gpt"](gpt, _as_numpy(params))
         gpt.eval()
         with torch.no_grad():
             return gpt(in_idx)
 
-    def gpt2_lr_and_clip(global_step, initial_lr, peak_lr, min_lr, warmup_steps, total_training_steps) -> list[Any]:
-        lr, clip = names["get_lr_and_clip"](
+    def gpt2_lr_and_clip(
+        self, global_step, initial_lr, peak_lr, min_lr, warmup_steps, total_training_steps
+    ) -> list[Any]:
+        lr, clip = self.names["get_lr_and_clip"](
             global_step, initial_lr, peak_lr, min_lr, warmup_steps, total_training_steps
         )
         return [float(lr), bool(clip)]
 
-    made = {k: v for k, v in locals().items() if k in NEEDS}
-    return {name: fn for name, fn in made.items() if all(n in names for n in NEEDS[name])}
+
+def bind(module: Any) -> dict[str, Callable[..., Any]]:
+    """The adapter functions the module's names allow (the others are "not implemented")."""
+    names = {n: getattr(module, n) for n in {n for needs in NEEDS.values() for n in needs} if hasattr(module, n)}
+    mapper = getattr(module, "lmspec_map_weights", None)
+    reader = _Reader(names, mapper if callable(mapper) else None)
+    return {name: getattr(reader, name) for name, needs in NEEDS.items() if all(n in names for n in needs)}
 
 
 def _as_numpy(params: Any) -> Any:
