@@ -24,7 +24,7 @@ class Case(NamedTuple):
     build: Callable[[torch.Generator], dict[str, Any]]  # adapter kwargs
     oracle: Callable[[dict[str, Any]], torch.Tensor]  # float64 expectation
     tol: str  # name of the op's float32-vs-float64 bound in conformance/tolerances.py
-    profile: str = "cs336"  # whose adapter functions: cs336 (reference/adapter) or gpt2 (the binder over reference/gpt2)
+    profile: str = "cs336"  # whose adapters: cs336 (reference/adapter), gpt2 (the binder over reference/gpt2)
 
 
 def rel(name: str) -> str:
