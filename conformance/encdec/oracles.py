@@ -44,7 +44,11 @@ def positions(max_len: int, d_model: int, *, swap: bool = False, halves: bool = 
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: float | None = None) -> Tensor:
-    x = f64(x)
+    return _normalize(f64(x), f64(weight), f64(bias), variant, eps)
+
+
+def _normalize(x: Tensor, weight: Tensor, bias: Tensor, variant: str, eps: float | None) -> Tensor:
+    """``layer_norm`` on float64 tensors as given (differentiable: no copies)."""
     mean = x.mean(-1, keepdim=True)
     if variant == "biased":
         var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -54,7 +58,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: fl
         out = (x - mean) / (std + (1e-6 if eps is None else eps))
     else:
         raise ValueError(variant)
-    return f64(weight) * out + f64(bias)
+    return weight * out + bias
 
 
 class _AnnotatedNorm(torch.nn.Module):
@@ -63,7 +67,7 @@ class _AnnotatedNorm(torch.nn.Module):
         self.weight, self.bias = f64(weight), f64(bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(x, self.weight, self.bias, "annotated")
+        return _normalize(x, self.weight, self.bias, "annotated", None)
 
 
 def rate(step: int, d_model: int, factor: float, warmup: int) -> float:
