@@ -1,10 +1,10 @@
 """Reading and writing golden snapshots (snapshots/*.npz + MANIFEST).
 
 Layout of one .npz: adapter tensor arguments as "arg.<name>", a weights dict
-as "weights.<key>", other arguments as JSON in "scalars", the case's spec id,
+as "weights.<key>", other arguments (a gpt2 ``cfg`` dict too) as JSON in "scalars", the case's spec id,
 adapter function and tolerance name as JSON in "meta", the golden output as
-"expected". tools/snapshots.py writes them; conformance/cs336/test_snapshots.py and
-the grader read them.
+"expected". tools/snapshots.py writes them; conformance/cs336/test_snapshots.py (nn/),
+conformance/gpt2/test_snapshots.py (gpt2/) and the grader read them.
 """
 
 import hashlib
@@ -28,7 +28,7 @@ def pack(kwargs: dict[str, Any], expected: torch.Tensor, meta: dict[str, Any]) -
     for name, value in kwargs.items():
         if isinstance(value, torch.Tensor):
             arrays[f"arg.{name}"] = value.numpy()
-        elif isinstance(value, dict):
+        elif isinstance(value, dict) and all(isinstance(v, torch.Tensor) for v in value.values()):
             arrays.update({f"weights.{k}": v.numpy() for k, v in sorted(value.items())})
         else:
             scalars[name] = value
@@ -78,3 +78,9 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, str]:
             digest, rel = line.split()[:2]
             entries[rel] = digest
     return entries
+
+
+def manifest_entries(folder: str, path: Path = MANIFEST) -> list[tuple[str, str]]:
+    """The sorted ``(relative path, sha256)`` MANIFEST entries under ``folder``
+    (``nn`` for the cs336 profile, ``gpt2`` for the gpt2 profile)."""
+    return sorted((rel, digest) for rel, digest in read_manifest(path).items() if rel.startswith(f"{folder}/"))

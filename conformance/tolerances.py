@@ -135,3 +135,12 @@ MHA_F32 = Tolerance(5e-6, 5e-6, "float32 MHA vs float64 per-head loop; measured 
 BLOCK_F32 = Tolerance(1e-5, 1e-5, "float32 block vs float64; measured max 1.6e-6")
 # logits, every ablation, prefix consistency: measured max 5.8e-6
 LM_F32 = Tolerance(5e-5, 5e-5, "float32 LM logits vs float64; measured max 5.8e-6")
+
+
+# --- the gpt2 profile's golden snapshots (snapshots/gpt2, conformance/gpt2/test_snapshots.py):
+# the bounds its float64 tests hold the same ops to (conformance/gpt2/test_layers.py,
+# test_attention.py, test_model.py).
+GPT2_LAYERNORM_F32 = Tolerance(2e-5, 2e-5, "float32 LayerNorm vs float64, widths <= 64")
+GPT2_MHA_F32 = Tolerance(5e-5, 5e-5, "four float32 linears and a softmax vs float64")
+GPT2_BLOCK_F32 = Tolerance(2e-4, 2e-4, "float32 block vs float64")
+GPT2_MODEL_F32 = Tolerance(2e-4, 2e-4, "float32 GPTModel logits vs float64, two blocks")

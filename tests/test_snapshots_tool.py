@@ -74,3 +74,50 @@ def test_tampered_snapshot_is_reported(tmp_path):
     problems = snapshots.verify(check_regeneration=False, root=root)
     assert any("linear.npz: sha256 differs" in p for p in problems), problems
     assert any("rope.npz: listed in MANIFEST but missing" in p for p in problems), problems
+
+
+# --- the gpt2 profile's goldens (snapshots/gpt2, conformance/gpt2/test_snapshots.py)
+def test_gpt2_tampered_golden_fails_the_sha_check(tmp_path):
+    """One flipped byte in a gpt2 golden: verify reports it and the conformance test refuses the file."""
+    import pytest
+
+    from lmspec.conformance.gpt2 import test_snapshots as gpt2_snapshots
+
+    root = tmp_path / "snapshots"
+    shutil.copytree(snapshots.ROOT, root)
+    target = root / "gpt2" / "mha.npz"
+    data = bytearray(target.read_bytes())
+    data[-40] ^= 0xFF
+    target.write_bytes(bytes(data))
+    problems = snapshots.verify(check_regeneration=False, root=root)
+    assert problems == ["gpt2/mha.npz: sha256 differs from MANIFEST (file changed)"], problems
+    digest = dict(gpt2_snapshots.MANIFEST_ENTRIES)["gpt2/mha.npz"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gpt2_snapshots, "ROOT", root)
+        with pytest.raises(pytest.fail.Exception, match="does not match its MANIFEST sha256"):
+            gpt2_snapshots._load("gpt2/mha.npz", digest)
+
+
+def test_gpt2_mutant_fails_the_snapshot_test(tmp_path):
+    """A LayerNorm with the unbiased variance (tests/mutants/gpt2_ln_unbiased_var.py)
+    fails its golden, through the judge and its worker; the reference passes."""
+    from lmspec import ROOT
+    from lmspec.conformance.judge.launch import run_judge
+    from lmspec.conformance.options import Settings
+    from lmspec.conformance.target import resolve
+
+    suite = str(ROOT / "conformance" / "gpt2" / "test_snapshots.py")
+    settings = Settings(
+        spec="gpt2.layernorm", suite=[suite], profile="gpt2", allow_reference=True, timeout=300.0, timeout_per_call=60.0
+    )
+    outcomes = {}
+    for name, adapter in (
+        ("mutant", str(ROOT / "tests" / "mutants" / "gpt2_ln_unbiased_var.py")),
+        ("reference", "lmspec.reference.gpt2"),
+    ):
+        (tmp_path / name).mkdir()
+        run = run_judge(resolve(adapter, "gpt2"), settings, tmp_path / name)
+        tests = (run.report or {}).get("tests") or []
+        outcomes[name] = {t["nodeid"].split("::")[-1]: t["outcome"] for t in tests}
+    assert outcomes["mutant"] == {"test_snapshot_reproduced[gpt2/layernorm]": "failed"}, outcomes
+    assert outcomes["reference"] == {"test_snapshot_reproduced[gpt2/layernorm]": "passed"}, outcomes

@@ -13,6 +13,7 @@ import torch
 from lmspec.conformance import tolerances as T
 from lmspec.conformance.asserts import describe_mismatch
 from lmspec.conformance.cs336.oracles import nn as O
+from lmspec.conformance.gpt2 import oracles as G
 from lmspec.conformance.snapshot_io import MANIFEST, ROOT, npz_bytes, pack, read_manifest, sha256, unpack
 
 
@@ -23,6 +24,13 @@ class Case(NamedTuple):
     build: Callable[[torch.Generator], dict[str, Any]]  # adapter kwargs
     oracle: Callable[[dict[str, Any]], torch.Tensor]  # float64 expectation
     tol: str  # name of the op's float32-vs-float64 bound in conformance/tolerances.py
+    profile: str = "cs336"  # whose adapters: cs336 (reference/adapter), gpt2 (the binder over reference/gpt2)
+
+
+def rel(name: str) -> str:
+    """The golden's path under snapshots/: ``nn/<name>.npz`` for the cs336
+    cases, ``<name>.npz`` for the others (named ``gpt2/<op>``)."""
+    return f"{name}.npz" if "/" in name else f"nn/{name}.npz"
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -202,15 +210,98 @@ CASES: dict[str, Case] = {
     ),
 }
 
+# --- the gpt2 profile (SPEC §6.1): the book's cfg dicts and state-dict keys, eval mode
+_GPT2_BLOCK_CFG = G.cfg(vocab=48, context=8, emb=16, heads=4, layers=1, drop=0.1, qkv_bias=True)
+_GPT2_MODEL_CFG = G.cfg(vocab=48, context=10, emb=16, heads=4, layers=2, drop=0.1, qkv_bias=True)
+
+
+def _gpt2_ids(g: torch.Generator, c: dict[str, Any], batch: int, tokens: int) -> torch.Tensor:
+    return torch.randint(0, c["vocab_size"], (batch, tokens), generator=g)
+
+
+CASES.update(
+    {
+        "gpt2/layernorm": Case(
+            "gpt2.layernorm",
+            "gpt2_layernorm",
+            101,
+            lambda g: dict(
+                emb_dim=24,
+                weights=G.norm_weights(g, "", 24),
+                in_features=_randn(g, 2, 5, 24, scale=2.0) + 1.5,
+            ),
+            lambda a: G.layernorm(a["in_features"], a["weights"]),
+            "GPT2_LAYERNORM_F32",
+            "gpt2",
+        ),
+        "gpt2/mha": Case(
+            "gpt2.mha",
+            "gpt2_mha",
+            102,
+            lambda g: dict(
+                d_in=16,
+                d_out=16,
+                context_length=8,
+                dropout=0.1,
+                num_heads=4,
+                qkv_bias=True,
+                weights=G.mha_weights(g, 16, 16, True),
+                in_features=_randn(g, 2, 6, 16),
+            ),
+            lambda a: G.mha(a["in_features"], a["weights"], a["num_heads"]),
+            "GPT2_MHA_F32",
+            "gpt2",
+        ),
+        "gpt2/block": Case(
+            "gpt2.block",
+            "gpt2_block",
+            103,
+            lambda g: dict(
+                cfg=_GPT2_BLOCK_CFG,
+                weights=G.block_weights(g, _GPT2_BLOCK_CFG),
+                in_features=_randn(g, 2, 7, 16),
+            ),
+            lambda a: G.block(a["in_features"], a["weights"], a["cfg"]["n_heads"]),
+            "GPT2_BLOCK_F32",
+            "gpt2",
+        ),
+        "gpt2/model": Case(
+            "gpt2.model",
+            "gpt2_model",
+            104,
+            lambda g: dict(
+                cfg=_GPT2_MODEL_CFG,
+                weights=G.model_weights(g, _GPT2_MODEL_CFG),
+                in_idx=_gpt2_ids(g, _GPT2_MODEL_CFG, 2, 9),
+            ),
+            lambda a: G.model(a["in_idx"], a["weights"], a["cfg"]),
+            "GPT2_MODEL_F32",
+            "gpt2",
+        ),
+    }
+)
+
+
+def _adapter(profile: str) -> Any:
+    """The reference's adapter functions of ``profile``, called in this process."""
+    if profile == "gpt2":
+        import types
+
+        from lmspec.conformance.judge.worker.binders import gpt2 as binder
+        from lmspec.reference import gpt2
+
+        return types.SimpleNamespace(**binder.bind(gpt2))
+    from lmspec.reference import adapter
+
+    return adapter
+
 
 def generate_arrays(name: str) -> dict[str, np.ndarray]:
     """Run the reference adapter on the case's inputs, check the result against
     the float64 oracle, and return the arrays of the .npz."""
-    from lmspec.reference import adapter
-
     case = CASES[name]
     kwargs = case.build(torch.Generator().manual_seed(case.seed))
-    expected = getattr(adapter, case.function)(**kwargs)
+    expected = getattr(_adapter(case.profile), case.function)(**kwargs)
     problem = describe_mismatch(expected, case.oracle(kwargs), getattr(T, case.tol))
     if problem is not None:
         raise RuntimeError(f"reference disagrees with the float64 oracle on snapshot {name!r}: {problem}")
@@ -225,16 +316,16 @@ def generate(name: str) -> bytes:
 
 def regeneration_problems(name: str, data: bytes) -> list[str]:
     """How the stored golden ``data`` of case ``name`` fails to regenerate (empty when it does)."""
-    rel = f"nn/{name}.npz"
+    path = rel(name)
     case = CASES[name]
     tol = getattr(T, case.tol)
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         stored = {key: npz[key] for key in npz.files}
     fresh = generate_arrays(name)
     if set(stored) != set(fresh):
-        return [f"{rel}: members {sorted(stored)} but the generator writes {sorted(fresh)} (drift)"]
+        return [f"{path}: members {sorted(stored)} but the generator writes {sorted(fresh)} (drift)"]
     problems = [
-        f"{rel}: {key} regenerates differently (the generator's inputs drifted)"
+        f"{path}: {key} regenerates differently (the generator's inputs drifted)"
         for key in sorted(fresh)
         if key != "expected" and (stored[key].dtype != fresh[key].dtype or not np.array_equal(stored[key], fresh[key]))
     ]
@@ -242,9 +333,9 @@ def regeneration_problems(name: str, data: bytes) -> list[str]:
         return problems
     kwargs, golden, _ = unpack(stored)
     if (problem := describe_mismatch(golden, case.oracle(kwargs), tol)) is not None:
-        problems.append(f"{rel}: the stored golden disagrees with the float64 oracle: {problem}")
+        problems.append(f"{path}: the stored golden disagrees with the float64 oracle: {problem}")
     if (problem := describe_mismatch(fresh["expected"], golden, tol)) is not None:
-        problems.append(f"{rel}: the reference's output drifted from the stored golden: {problem}")
+        problems.append(f"{path}: the reference's output drifted from the stored golden: {problem}")
     return problems
 
 
@@ -255,11 +346,11 @@ def regenerate() -> None:
     ]
     for name, case in CASES.items():
         data = generate(name)
-        rel = f"nn/{name}.npz"
-        (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ROOT / rel).write_bytes(data)
-        lines.append(f"{sha256(data)}  {rel}  tools.snapshots:{name} seed={case.seed} torch={torch.__version__}")
-        print(f"wrote snapshots/{rel} ({len(data)} bytes)")
+        path = rel(name)
+        (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
+        (ROOT / path).write_bytes(data)
+        lines.append(f"{sha256(data)}  {path}  tools.snapshots:{name} seed={case.seed} torch={torch.__version__}")
+        print(f"wrote snapshots/{path} ({len(data)} bytes)")
     MANIFEST.write_text("\n".join(lines) + "\n")
 
 
@@ -267,17 +358,17 @@ def verify(check_regeneration: bool, root: Path = ROOT) -> list[str]:
     """Problems found in the snapshots under ``root`` (empty when intact)."""
     problems = []
     manifest = read_manifest(root / "MANIFEST")
-    for rel, digest in manifest.items():
-        path = root / rel
+    for listed_rel, digest in manifest.items():
+        path = root / listed_rel
         if not path.is_file():
-            problems.append(f"{rel}: listed in MANIFEST but missing")
+            problems.append(f"{listed_rel}: listed in MANIFEST but missing")
         elif sha256(path.read_bytes()) != digest:
-            problems.append(f"{rel}: sha256 differs from MANIFEST (file changed)")
-    listed = {f"nn/{name}.npz" for name in CASES}
-    problems += [f"{rel}: case has no MANIFEST entry" for rel in sorted(listed - set(manifest))]
+            problems.append(f"{listed_rel}: sha256 differs from MANIFEST (file changed)")
+    listed = {rel(name) for name in CASES}
+    problems += [f"{r}: case has no MANIFEST entry" for r in sorted(listed - set(manifest))]
     if check_regeneration:
         for name in CASES:
-            path = root / f"nn/{name}.npz"
+            path = root / rel(name)
             if path.is_file():
                 problems += regeneration_problems(name, path.read_bytes())
     return problems

@@ -10,10 +10,10 @@ import torch
 
 from lmspec.conformance import tolerances
 from lmspec.conformance.asserts import assert_close
-from lmspec.conformance.snapshot_io import ROOT, read_manifest, sha256, unpack
+from lmspec.conformance.snapshot_io import ROOT, manifest_entries, sha256, unpack
 from lmspec.conformance.tolerances import Tolerance
 
-MANIFEST_ENTRIES = sorted(read_manifest().items())
+MANIFEST_ENTRIES = manifest_entries("nn")  # the gpt2 profile's are conformance/gpt2/test_snapshots.py's
 
 
 def _load(rel: str, digest: str):

@@ -5,6 +5,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from lmspec.conformance.encdec import cases as c
 
 Recipe = Callable[[Callable[..., Any], Path, Callable[[str], Any]], Any]
@@ -91,4 +93,17 @@ CALLS: dict[str, Recipe] = {
     ),
     "run_alibi_bias": lambda fn, tmp, other: fn(num_heads=H, seq_len=4),
     "run_local_attention_mask": lambda fn, tmp, other: fn(seq_len=4, window=2),
+    "run_rope": lambda fn, tmp, other: fn(
+        d_k=4, theta=10000.0, max_seq_len=8, in_query_or_key=_x(2, 3, 4), token_positions=torch.arange(3)
+    ),
+    "run_encoder_layer_gradients": lambda fn, tmp, other: fn(
+        d_model=D,
+        num_heads=H,
+        d_ff=DFF,
+        weights=c.encoder_layer_weights(c.generator(4), D, DFF),
+        in_features=_x(2, 5, D),
+        src_mask=None,
+        grad_output=_x(2, 5, D),
+        checkpoint=True,
+    ),
 }

@@ -44,7 +44,11 @@ def positions(max_len: int, d_model: int, *, swap: bool = False, halves: bool = 
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: float | None = None) -> Tensor:
-    x = f64(x)
+    return _normalize(f64(x), f64(weight), f64(bias), variant, eps)
+
+
+def _normalize(x: Tensor, weight: Tensor, bias: Tensor, variant: str, eps: float | None) -> Tensor:
+    """``layer_norm`` on float64 tensors as given (differentiable: no copies)."""
     mean = x.mean(-1, keepdim=True)
     if variant == "biased":
         var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -54,7 +58,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: fl
         out = (x - mean) / (std + (1e-6 if eps is None else eps))
     else:
         raise ValueError(variant)
-    return f64(weight) * out + f64(bias)
+    return weight * out + bias
 
 
 class _AnnotatedNorm(torch.nn.Module):
@@ -63,7 +67,7 @@ class _AnnotatedNorm(torch.nn.Module):
         self.weight, self.bias = f64(weight), f64(bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(x, self.weight, self.bias, "annotated")
+        return _normalize(x, self.weight, self.bias, "annotated", None)
 
 
 def rate(step: int, d_model: int, factor: float, warmup: int) -> float:
@@ -204,6 +208,40 @@ def encoder_layer(d_model, num_heads, d_ff, weights, x, src_mask, conv: Conventi
     n = x.shape[1]
     with torch.no_grad():
         return layer(x, src_mask=_heads_mask(src_mask, x.shape[0], num_heads, n, n))
+
+
+def encoder_layer_gradients(
+    d_model, num_heads, d_ff, weights, x, src_mask, grad_output, conv: Conventions = PAPER
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """torch's encoder layer (as ``encoder_layer``) and the gradients of
+    ``(output · grad_output).sum()`` w.r.t. ``x`` (key ``"in_features"``) and
+    every weight, under the profile's key names (the stacked ``in_proj``
+    gradients split back into Q, K, V)."""
+    layer = _torch_layer("encoder", d_model, num_heads, d_ff, weights, conv)
+    norms = {}
+    if conv.layer_norm == "annotated":
+        for n in ("norm1", "norm2"):
+            norm = getattr(layer, n)
+            norm.weight.requires_grad_(True)
+            norm.bias.requires_grad_(True)
+            norms[f"{n}.weight"], norms[f"{n}.bias"] = norm.weight, norm.bias
+    x = f64(x).requires_grad_(True)
+    n = x.shape[1]
+    out = layer(x, src_mask=_heads_mask(src_mask, x.shape[0], num_heads, n, n))
+    out.backward(f64(grad_output))
+    p = dict(layer.named_parameters())
+    grads = {"in_features": x.grad}
+    for kind, part in (("weight", "in_proj_weight"), ("bias", "in_proj_bias")):
+        for name, chunk in zip("qkv", p[f"self_attn.{part}"].grad.chunk(3)):
+            grads[f"self_attn.{name}_proj.{kind}"] = chunk
+    for kind in ("weight", "bias"):
+        grads[f"self_attn.out_proj.{kind}"] = p[f"self_attn.out_proj.{kind}"].grad
+        grads[f"ffn.fc1.{kind}"] = p[f"linear1.{kind}"].grad
+        grads[f"ffn.fc2.{kind}"] = p[f"linear2.{kind}"].grad
+        for norm in ("norm1", "norm2"):
+            key = f"{norm}.{kind}"
+            grads[key] = norms[key].grad if key in norms else p[key].grad
+    return out.detach(), grads
 
 
 def decoder_layer(

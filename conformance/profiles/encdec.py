@@ -17,7 +17,9 @@ mask per head), ffn 1, layernorm 2 (statistics, gain and bias), positions 2
 sublayer plus the residual placement), model 4 (embedding scale, positions,
 stacks, output), greedy 3 (the loop, the start id, stopping), rate 1,
 label_smoothing 3 (the distribution, padding, the mean) — 32 in all.
-Extended, scored apart: ALiBi biases 1, local attention masks 1.
+Extended, scored apart, one point per rule: ALiBi biases 1, local attention
+masks 1, RoPE on Q and K 1 (the pair rotation), gradient checkpointing 1 (the
+same output and gradients with and without).
 """
 
 from lmspec.conformance.profiles import FromScratch, Function, Kind, Profile, SpecItem
@@ -45,6 +47,12 @@ FUNCTIONS = (
     # --- extended ---
     Function("run_alibi_bias", ("num_heads", "seq_len"), extended=True),
     Function("run_local_attention_mask", ("seq_len", "window"), extended=True),
+    Function("run_rope", ("d_k", "theta", "max_seq_len", "in_query_or_key", "token_positions"), extended=True),
+    Function(
+        "run_encoder_layer_gradients",
+        ("d_model", "num_heads", "d_ff", "weights", "in_features", "src_mask", "grad_output", "checkpoint"),
+        extended=True,
+    ),
 )
 
 _E, _A = Kind.EXTENDED, Kind.AUDIT
@@ -155,6 +163,24 @@ ITEMS = (
         "encdec.local_attention",
         "local attention mask i - w < j <= i",
         ("run_local_attention_mask",),
+        1,
+        "Extended (optional)",
+        _E,
+        "lmspec's own",
+    ),
+    SpecItem(
+        "encdec.rope",
+        "RoPE on Q and K: adjacent pairs (2k, 2k+1) rotated by i / theta^(2k/d_k)",
+        ("run_rope",),
+        1,
+        "Extended (optional)",
+        _E,
+        "lmspec's own",
+    ),
+    SpecItem(
+        "encdec.checkpointing",
+        "gradient checkpointing: the same output and gradients with and without",
+        ("run_encoder_layer_gradients",),
         1,
         "Extended (optional)",
         _E,

@@ -12,6 +12,7 @@ it in eval mode (no dropout).
 import math
 
 import torch
+import torch.utils.checkpoint
 from jaxtyping import Bool, Float, Integer
 from torch import Tensor, nn
 
@@ -29,6 +30,7 @@ from lmspec.reference.encdec.layers import (
 from lmspec.reference.encdec.model import DecoderLayer, EncoderDecoder, EncoderLayer, greedy_decode
 from lmspec.reference.encdec.training import label_smoothing_loss, rate
 from lmspec.reference.nn.loading import load_weights
+from lmspec.reference.nn.rope import RotaryPositionalEmbedding
 
 FUNCTIONS = (
     "get_conventions",
@@ -47,6 +49,8 @@ FUNCTIONS = (
     "run_label_smoothing_loss",
     "run_alibi_bias",
     "run_local_attention_mask",
+    "run_rope",
+    "run_encoder_layer_gradients",
 )
 
 
@@ -197,6 +201,45 @@ class Adapter:
         distance = pos.unsqueeze(-1) - pos
         return (distance >= 0) & (distance < window)
 
+    def run_rope(
+        self,
+        d_k: int,
+        theta: float,
+        max_seq_len: int,
+        in_query_or_key: Float[Tensor, "... seq d_k"],
+        token_positions: Integer[Tensor, "... seq"],
+    ) -> Float[Tensor, "... seq d_k"]:
+        """§2's RoPE (adjacent pairs ``(x_{2k}, x_{2k+1})``), the rotation Q and K take."""
+        rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len, device=in_query_or_key.device)
+        return rope(in_query_or_key, token_positions)
+
+    def run_encoder_layer_gradients(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        weights: dict[str, Tensor],
+        in_features: Float[Tensor, "... src_len d_model"],
+        src_mask: Bool[Tensor, "..."] | None,
+        grad_output: Float[Tensor, "... src_len d_model"],
+        checkpoint: bool,
+    ) -> tuple[Float[Tensor, "... src_len d_model"], dict[str, Tensor]]:
+        """The encoder layer's output and the gradients of ``(output · grad_output).sum()``
+        w.r.t. ``in_features`` (key ``"in_features"``) and every weight (its own key);
+        ``checkpoint=True`` runs the layer under ``torch.utils.checkpoint`` (activations
+        recomputed in the backward pass), which must change nothing."""
+        layer = _loaded(EncoderLayer(d_model, num_heads, d_ff, self.conventions), weights)
+        x = in_features.detach().clone().requires_grad_(True)
+        if checkpoint:
+            out = torch.utils.checkpoint.checkpoint(layer, x, src_mask, use_reentrant=False)
+        else:
+            out = layer(x, src_mask)
+        out.backward(grad_output)
+        params = dict(layer.named_parameters())
+        grads = {name: params[name].grad for name in weights}
+        grads["in_features"] = x.grad
+        return out.detach(), grads
+
 
 def bind(conventions: Conventions) -> dict[str, object]:
     """The adapter functions, as a namespace for ``globals().update`` or a test."""
@@ -221,5 +264,7 @@ run_rate = _PAPER.run_rate
 run_label_smoothing_loss = _PAPER.run_label_smoothing_loss
 run_alibi_bias = _PAPER.run_alibi_bias
 run_local_attention_mask = _PAPER.run_local_attention_mask
+run_rope = _PAPER.run_rope
+run_encoder_layer_gradients = _PAPER.run_encoder_layer_gradients
 
 __all__ = list(FUNCTIONS)
