@@ -223,6 +223,14 @@ class _Hooks:
             self.config._lmspec_order = list(ids)  # type: ignore[attr-defined]
             self._progress({"collected": len(ids)})
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module of the suite that fails to collect (under xdist the run goes on without its
+        tests): kept, so that the grader never scores what is left as if the suite were whole."""
+        if report.failed and not hasattr(self.config, "workerinput"):
+            last = str(report.longrepr).strip().splitlines()[-1:] or [""]
+            errors = self.config.__dict__.setdefault("_lmspec_collection_errors", [])
+            errors.append(f"{report.nodeid}: {last[0][:300]}")
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
@@ -358,6 +366,7 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "missing_core": [n for n in target.profile.core_functions if not ready or n not in functions],
         "missing_extended": [n for n in target.profile.extended_functions if not ready or n not in functions],
         "exitstatus": exitstatus,
+        "collection_errors": getattr(config, "_lmspec_collection_errors", []),
         "stamps": {**config._lmspec_stamps, "finished": time.time()},  # type: ignore[attr-defined]
         "worker_startups": [x for batch in _read_all(folder, "startups") for x in batch],
         "duration_s": round(time.time() - config._lmspec_started, 3),  # type: ignore[attr-defined]

@@ -451,3 +451,20 @@ def test_smoke_without_the_plot_extra_skips_the_plot_check_and_says_so(
     assert out.strip().splitlines()[-1] == (
         "smoke ok: 1 checks passed, 1 skipped (loss plot: matplotlib is not installed: pip install 'lmspec[plot]')"
     )
+
+
+@pytest.mark.slow
+def test_a_suite_module_that_fails_to_collect_is_the_graders_error(tmp_path: Path) -> None:
+    """Under xdist a test module of the suite that fails to import is left out and the run goes
+    on: the tests that remain must not be scored as if the suite were whole. Every item is an
+    error naming the module, the score is 0, and the message says it is the grader's own error."""
+    from grader_run import run_grader
+
+    clone = _copy_checkout(tmp_path / "lmspec")
+    with open(clone / "conformance" / "cs336" / "test_rope.py", "a") as f:
+        f.write("\ndef broken(:\n")
+    rc, output, _ = run_grader(tmp_path / "out", "--spec", "2.rope", "--jobs", "2", checkout=clone)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert rc == 1 and data["score"] == 0, output
+    assert "test_rope.py" in data["error"] and "the grader's own error" in data["error"], data["error"]
+    assert {i["status"] for i in data["items"]} == {"error"}, output

@@ -367,3 +367,20 @@ def test_batch_rows_carry_names_and_errors_without_control_characters() -> None:
 
     row = row_from_results("alice\x1b]0;title\x07\x1b[2J", None, error="failed\x9b5A\x00 here\tnow\n")
     assert row["name"] == "alice]0;title[2J" and row["error"] == "failed5A here\tnow\n"
+
+
+@pytest.mark.parametrize(
+    ("tests", "status", "own_error"), [([], 2, True), ([], 4, True), ([], 5, False), ([{}], 2, False)]
+)
+def test_a_suite_that_did_not_run_is_the_graders_error(
+    tmp_path: Path, tests: list, status: int, own_error: bool
+) -> None:
+    """A judge that collected nothing because the suite itself broke (collection, internal or usage
+    error) is the grader's problem, named as such, never an empty grade without an error."""
+    from lmspec.conformance.judge.launch import JudgeRun
+
+    run = JudgeRun({"tests": tests}, status, 1.0, False, tmp_path / "judge.log")
+    if own_error:
+        assert "the suite itself did not run" in run.problem and "grader's own error" in run.problem
+    else:
+        assert run.problem is None

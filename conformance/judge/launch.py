@@ -75,6 +75,11 @@ class Progress:
     failures: int = 0
 
 
+#: pytest's exit statuses for a run that collected nothing because of the suite or its own
+#: arguments (collection errors, an internal error, a usage error): no test of the submission ran
+_SUITE_DID_NOT_RUN = (2, 3, 4)
+
+
 @dataclass
 class JudgeRun:
     report: dict[str, Any] | None  # the judge's --lmspec-report (conformance/report.py)
@@ -86,8 +91,19 @@ class JudgeRun:
 
     @property
     def problem(self) -> str | None:
-        """Why there is no report, when there is none."""
+        """Why there is no report (or one without a single test), when that is so."""
         if self.report is not None:
+            broken = self.report.get("collection_errors") or []
+            if broken:
+                return (
+                    f"the suite itself is broken: {len(broken)} of its modules could not be collected"
+                    f" ({'; '.join(broken[:3])}): the grader's own error, not the submission's; see {self.log}"
+                )
+            if not self.report.get("tests") and self.returncode in _SUITE_DID_NOT_RUN:
+                return (
+                    f"the suite itself did not run (pytest exit status {self.returncode}: the grader's own error,"
+                    f" not the submission's; see {self.log})"
+                )
             return None
         if self.timed_out:
             return "the judge ran out of time before writing its report"

@@ -473,6 +473,9 @@ def build_report(
     compromised = bool(reasons)
     warnings = _warnings(judge, tests, items, list(extra_warnings))
     not_loaded = run_error or load_error(judge)
+    if run_error:  # the run itself is in doubt: no item's result stands
+        for item in items:
+            item.status, item.points, item.explanation = Status.ERROR, 0.0, f"not graded: {run_error}"
     error = not_loaded or _lazy_import_error(items)
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
