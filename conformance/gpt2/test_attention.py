@@ -6,12 +6,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lmspec.conformance import tolerances
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.tolerances import Tolerance
 
-TOL = Tolerance(5e-5, 5e-5, "four float32 linears and a softmax vs float64")
+TOL = tolerances.GPT2_MHA_F32
 strict = pytest.mark.strict
 
 

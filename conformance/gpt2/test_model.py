@@ -6,12 +6,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lmspec.conformance import tolerances
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.tolerances import Tolerance
 
-TOL = Tolerance(2e-4, 2e-4, "float32 layers vs float64, two blocks")
+TOL = tolerances.GPT2_MODEL_F32
 strict = pytest.mark.strict
 
 
