@@ -28,13 +28,26 @@ CATALOG_SAMPLE = {
 }
 #: Parametrised over a catalog (tests/mutants, tests/variants): the fast suite keeps tools.mutants.sample.
 CATALOG_PARAMETRISED = {"test_mutants.py", "test_variants.py"}
+#: End-to-end runs of a minute or more each on 2 cores (a training, a benchmark, environments built, a
+#: fresh clone, a batch killed mid-way): the full session runs them with the catalog, the fast one does not.
+LONG_RUNS = {
+    "test_bench.py": {"test_bench_quick_runs_end_to_end"},
+    "test_encdec.py": {"test_smoke_reverses_sequences"},
+    "test_grade.py": {
+        "test_fresh_clone_grades_a_repository_with_its_own_fixtures",
+        "test_declared_dependency_needs_an_environment_of_its_own",
+        "test_cs336_style_repository_grades_full_without_setup",
+    },
+    "test_batch.py": {"test_client_killed_mid_batch_then_rerun_grades_only_the_rest"},
+}
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
-        "catalog: one case of the full meta-test catalog (every mutant, variant and hostile submission): "
-        "`nox -s meta` runs them; `nox -s tests` runs a small deterministic sample (tests/conftest.py)",
+        "catalog: one case of the full meta-test catalog (every mutant, variant and hostile submission) or "
+        "a long end-to-end run: `nox -s meta` runs them; `nox -s tests` runs a small deterministic sample "
+        "of the catalog and none of the long runs (tests/conftest.py)",
     )
     from lmspec.conformance.judge.launch import die_with_parent
 
@@ -54,5 +67,7 @@ def pytest_collection_modifyitems(config, items) -> None:
                 sampled = {e.name for e in sample(discover()) + sample(discover(VARIANTS_DIR, "VARIANT"))}
             if item.callspec.id not in sampled:
                 item.add_marker(pytest.mark.catalog)
-        elif name in CATALOG_SAMPLE and item.originalname not in CATALOG_SAMPLE[name]:
+        elif (name in CATALOG_SAMPLE and item.originalname not in CATALOG_SAMPLE[name]) or (
+            item.originalname in LONG_RUNS.get(name, ())
+        ):
             item.add_marker(pytest.mark.catalog)
