@@ -93,7 +93,7 @@ CALLS: dict[str, Recipe] = {
     ),
     "run_alibi_bias": lambda fn, tmp, other: fn(num_heads=H, seq_len=4),
     "run_local_attention_mask": lambda fn, tmp, other: fn(seq_len=4, window=2),
-    "run_rope": lambda fn, tmp, other: fn(
+    "run_rotary_embedding": lambda fn, tmp, other: fn(
         d_k=4, theta=10000.0, max_seq_len=8, in_query_or_key=_x(2, 3, 4), token_positions=torch.arange(3)
     ),
     "run_encoder_layer_gradients": lambda fn, tmp, other: fn(

@@ -46,7 +46,7 @@ def test_local_attention_mask(run_local_attention_mask, n, window):
 
 @pytest.mark.spec("encdec.rope")
 @pytest.mark.parametrize(("shape", "theta"), [((2, 6, 8), 10000.0), ((2, 3, 5, 16), 500.0)])
-def test_rope(run_rope, shape, theta):
+def test_rope(run_rotary_embedding, shape, theta):
     """Pair k = (x_2k, x_2k+1) at position i rotated by θ_{i,k} = i / theta^(2k/d_k)
     (SPEC §2), positions given per token (not 0..seq-1)."""
     g = c.generator(900 + len(shape))
@@ -56,7 +56,7 @@ def test_rope(run_rope, shape, theta):
     positions = torch.stack([torch.randperm(max_seq_len, generator=g)[:seq] for _ in range(shape[0])])
     if len(shape) == 4:
         positions = positions.unsqueeze(1)  # (batch, 1, seq) against (batch, heads, seq, d_k)
-    out = run_rope(
+    out = run_rotary_embedding(
         d_k=d_k, theta=theta, max_seq_len=max_seq_len, in_query_or_key=x.clone(), token_positions=positions.clone()
     )
     assert_shape(out, shape, rule="RoPE keeps the input's shape")

@@ -47,7 +47,9 @@ FUNCTIONS = (
     # --- extended ---
     Function("run_alibi_bias", ("num_heads", "seq_len"), extended=True),
     Function("run_local_attention_mask", ("seq_len", "window"), extended=True),
-    Function("run_rope", ("d_k", "theta", "max_seq_len", "in_query_or_key", "token_positions"), extended=True),
+    Function(
+        "run_rotary_embedding", ("d_k", "theta", "max_seq_len", "in_query_or_key", "token_positions"), extended=True
+    ),
     Function(
         "run_encoder_layer_gradients",
         ("d_model", "num_heads", "d_ff", "weights", "in_features", "src_mask", "grad_output", "checkpoint"),
@@ -171,7 +173,7 @@ ITEMS = (
     SpecItem(
         "encdec.rope",
         "RoPE on Q and K: adjacent pairs (2k, 2k+1) rotated by i / theta^(2k/d_k)",
-        ("run_rope",),
+        ("run_rotary_embedding",),
         1,
         "Extended (optional)",
         _E,

@@ -49,7 +49,7 @@ FUNCTIONS = (
     "run_label_smoothing_loss",
     "run_alibi_bias",
     "run_local_attention_mask",
-    "run_rope",
+    "run_rotary_embedding",
     "run_encoder_layer_gradients",
 )
 
@@ -201,7 +201,7 @@ class Adapter:
         distance = pos.unsqueeze(-1) - pos
         return (distance >= 0) & (distance < window)
 
-    def run_rope(
+    def run_rotary_embedding(
         self,
         d_k: int,
         theta: float,
@@ -264,7 +264,7 @@ run_rate = _PAPER.run_rate
 run_label_smoothing_loss = _PAPER.run_label_smoothing_loss
 run_alibi_bias = _PAPER.run_alibi_bias
 run_local_attention_mask = _PAPER.run_local_attention_mask
-run_rope = _PAPER.run_rope
+run_rotary_embedding = _PAPER.run_rotary_embedding
 run_encoder_layer_gradients = _PAPER.run_encoder_layer_gradients
 
 __all__ = list(FUNCTIONS)

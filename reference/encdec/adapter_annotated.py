@@ -23,7 +23,7 @@ run_rate = _ANNOTATED.run_rate
 run_label_smoothing_loss = _ANNOTATED.run_label_smoothing_loss
 run_alibi_bias = _ANNOTATED.run_alibi_bias
 run_local_attention_mask = _ANNOTATED.run_local_attention_mask
-run_rope = _ANNOTATED.run_rope
+run_rotary_embedding = _ANNOTATED.run_rotary_embedding
 run_encoder_layer_gradients = _ANNOTATED.run_encoder_layer_gradients
 
 __all__ = list(FUNCTIONS)

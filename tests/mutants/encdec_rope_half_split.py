@@ -5,7 +5,7 @@ import torch
 from lmspec.reference.encdec.adapter import *  # noqa: F403
 
 
-def run_rope(d_k, theta, max_seq_len, in_query_or_key, token_positions):
+def run_rotary_embedding(d_k, theta, max_seq_len, in_query_or_key, token_positions):
     x = in_query_or_key
     inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
     angle = (token_positions.to(torch.float64)[..., None] * inv_freq).to(x.dtype)
