@@ -1,7 +1,8 @@
 """The suite's assertion vocabulary. Every helper hides itself from the
 traceback and says: the rule, what was observed vs expected at the worst
-element, the max error, the tolerance, and the likely cause when a known bug
-pattern matches (``hints``)."""
+element, the max error, the tolerance, and the likely cause when replaying a
+known bug reproduces the output on this input and on a second one
+(``hints`` and ``again``, conformance/hints.py)."""
 
 import operator
 from collections.abc import Callable, Sequence
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lmspec.conformance.hints import confirmed
 from lmspec.conformance.tolerances import Tolerance
 
 # Taken before any implementation under test is imported, so a submission
@@ -19,6 +21,9 @@ _float64 = torch.float64
 _no_subclass_dispatch = torch._C.DisableTorchFunctionSubclass
 
 Hint = tuple[str, Callable[[], Any]]
+#: The same check on the test's second input: () -> (the implementation's
+#: output there, the same known bugs' (cause, thunk) pairs on that input).
+Again = Callable[[], tuple[Any, Sequence[Hint]]]
 
 
 def _to64(x: Any) -> torch.Tensor:
@@ -89,23 +94,38 @@ def assert_close(
     *,
     rule: str,
     hints: Sequence[Hint] = (),
+    again: Again | None = None,
+    causes: Sequence[str] = (),
     context: str = "",
 ) -> None:
     """Assert ``actual`` ≈ ``expected`` elementwise (|a-e| <= atol + rtol|e|).
 
-    ``rule`` states the spec rule in a line; ``hints`` are (cause, thunk)
-    pairs: when the wrong output matches a thunk's value, the cause is named.
+    ``rule`` states the spec rule in a line. ``hints`` are (cause, thunk)
+    pairs, each thunk replaying a known bug on this input; a cause is named
+    only when its replay reproduces ``actual`` here AND its replay on the
+    test's second input reproduces the implementation's output there
+    (``again``, required with ``hints``). ``causes``: causes the test has
+    already confirmed that way itself.
     """
     __tracebackhide__ = True
+    if hints and again is None:
+        raise TypeError(f"{rule}: a hint is named only when a second input confirms it: pass again=")
     problem = describe_mismatch(actual, expected, tol)
     if problem is None:
         return
-    causes = _matching_hints(_to64(actual), hints, tol) if "shape" not in problem[:5] else []
+    named = list(causes)
+    if hints and not problem.startswith("shape"):
+        named += confirmed(_matching_hints(_to64(actual), hints, tol), lambda: _matching_again(again, tol))
     # The likely cause goes on the first line: reports show only that line.
-    lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in causes)]
+    lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in named)]
     if context:
         lines.append(f"  input: {context}")
     raise AssertionError("\n".join(lines))
+
+
+def _matching_again(again: Again, tol: Tolerance) -> list[str]:
+    actual, hints = again()
+    return _matching_hints(_to64(actual), hints, tol)
 
 
 def assert_shape(actual: Any, expected_shape: Sequence[int], *, rule: str) -> None:

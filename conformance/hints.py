@@ -15,12 +15,30 @@ oracle, in its oracle module, in one ``KnownBugs`` registry per module::
 
 A replay takes the same inputs as the item's oracle and returns what the bug
 gives. A test asks the registry for its item's replays on its input
-(:meth:`KnownBugs.thunks`, the (cause, thunk) pairs ``assert_close`` takes),
-and keeps only the causes its second input confirms (:func:`confirmed`).
+(:meth:`KnownBugs.thunks`, the (cause, thunk) pairs ``assert_close`` takes)
+and gives ``assert_close`` the same check on its second input (``again``):
+one function runs the implementation on a case and returns its output with
+the replays on that case, called on the failing case and on the second::
+
+    def _observed(run_rmsnorm, device, case):
+        x, g, eps = case
+        return run_rmsnorm(...), KNOWN_BUGS.thunks("2.rmsnorm", x, g, eps)
+
+    out, bugs = _observed(run_rmsnorm, device, case)
+    second = other(case, SECOND_A, SECOND_B)
+    assert_close(out, oracle.rmsnorm(x, g, eps), tol, rule=..., hints=bugs,
+                 again=lambda: _observed(run_rmsnorm, device, second))
+
+A second input is pinned beside its test, from the interior of the contract,
+with shapes that tell the item's known bugs apart (a causal mask's bugs look
+alike on two tokens). Tests that compare in another way keep only the causes
+:func:`confirmed` confirms and pass them as ``causes=``.
 """
 
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
+
+import torch
 
 
 class KnownBug(NamedTuple):
@@ -62,6 +80,26 @@ class KnownBugs:
 
     def __iter__(self):
         return iter(self._bugs)
+
+
+def other(first: Any, *seconds: Any) -> Any:
+    """The first of ``seconds`` that is not ``first`` (tensors compared by
+    value): a test's second input is never its failing input."""
+    return next(s for s in seconds if not _same(first, s))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(torch.equal(a.cpu(), b.cpu()))
+        )
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> list[str]:
