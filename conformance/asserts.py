@@ -48,11 +48,16 @@ def _matching_hints(actual: torch.Tensor, hints: Sequence[Hint], tol: Tolerance)
             candidate = _to64(make())
         except Exception:  # a hint that cannot be computed is just not shown
             continue
-        if candidate.shape == actual.shape and bool(
-            ((actual - candidate).abs() <= tol.atol + tol.rtol * candidate.abs()).all()
-        ):
+        if candidate.shape == actual.shape and bool(_reproduces(actual, candidate, tol).all()):
             found.append(cause)
     return found
+
+
+def _reproduces(actual: torch.Tensor, replay: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """Elementwise: within ``tol``, or the same infinity, or both NaN (a
+    replay of an overflow reproduces the overflow)."""
+    close = (actual - replay).abs() <= tol.atol + tol.rtol * replay.abs()
+    return close | (actual == replay) | (actual.isnan() & replay.isnan())
 
 
 def describe_mismatch(actual: Any, expected: Any, tol: Tolerance) -> str | None:
