@@ -52,7 +52,7 @@ def _undeclared(item: str, keys: Iterable[str], oracle: Callable[..., Tensor]) -
 # --- masks: (ids, pad_id) -> the mask the bug builds ------------------------------------------------
 KNOWN_BUGS.add(
     "encdec.masks/source",
-    "polarity inverted (True must mean 'may attend', a real token)",
+    "polarity inverted (True on padding)",
     lambda src, pad_id: (src == pad_id).unsqueeze(-2),
 )
 

@@ -11,7 +11,6 @@ blocks of d_model / h, separate query, key and value inputs. Oracle:
 torch.nn.MultiheadAttention in float64 with in_proj_weight = Q, K, V stacked.
 """
 
-
 import pytest
 import torch
 
