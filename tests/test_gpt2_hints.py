@@ -3,6 +3,7 @@ second inputs its tests confirm them on: one input can look like several
 bugs; each test's second inputs tell its item's bugs apart."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -106,3 +107,30 @@ def test_exact_outputs_name_a_cause_only_when_the_second_input_confirms_it():
     assert "likely cause" not in str(caught.value)
     with pytest.raises(TypeError, match="again="):
         assert_equal_explained([1, 2], [1], rule="r", hints=hints)
+
+
+def test_a_replay_that_gives_nan_where_the_bug_does_is_named():
+    """triu(diagonal=0) with -inf leaves the first row nothing to attend to:
+    NaN there, in the replay as in the book's code; the cause is named."""
+    from lmspec.conformance.asserts import assert_close
+
+    diagonal_0 = KNOWN_BUGS.causes("gpt2.mha")[
+        "mask diagonal off by one: triu(diagonal=0) hides each position from itself"
+    ]
+    first, second = sg.fixed_mha(1, 8, 8, 2, 8, 4, 1, False), sg.fixed_mha(2, 8, 8, 2, 8, 6, 1, False)
+
+    def observed(case):
+        out = diagonal_0(case.x, case.weights, case.heads).float()
+        return out, KNOWN_BUGS.thunks("gpt2.mha", case.x, case.weights, case.heads)
+
+    out, bugs = observed(first)
+    assert bool(out[:, 0].isnan().all()) and not bool(out[:, 1:].isnan().any())
+    with pytest.raises(AssertionError, match=re.escape("likely cause: mask diagonal off by one: triu(diagonal=0)")):
+        assert_close(
+            out,
+            o.mha(first.x, first.weights, 2),
+            test_attention.TOL,
+            rule="r",
+            hints=bugs,
+            again=lambda: observed(second),
+        )

@@ -68,12 +68,13 @@ KNOWN_BUGS.add(
 
 
 def _mha_mask(x, w, heads, diagonal: int) -> torch.Tensor:
-    """Attention with ``triu(ones, diagonal)`` masked out (1 is right)."""
+    """Attention with ``triu(ones, diagonal)`` filled with -inf (1 is right;
+    with 0 the first position's row is all -inf: NaN, as the book's code gives)."""
     q, k, v = _qkv(x, w, heads)
     t = q.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     scores = scores.masked_fill(torch.ones(t, t).triu(diagonal).bool(), -math.inf)
-    ctx = torch.nan_to_num(torch.softmax(scores, -1)) @ v
+    ctx = torch.softmax(scores, -1) @ v
     return o.linear(o.merge_heads(ctx), w, "out_proj.")
 
 

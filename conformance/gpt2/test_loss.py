@@ -36,6 +36,11 @@ def _setup(seed: int, n: int, batch_seed: int):
     return c, w, batches, [(o.model(x, w, c), y) for x, y in batches]
 
 
+#: Second inputs of calc_loss_batch (conformance/hints.py): the batch seeds;
+#: any batch of 2×6 positions tells the last position's loss from the mean.
+SECOND_BATCH_SEEDS = (101, 102)
+
+
 def _observed_batch(run, seed: int):
     """calc_loss_batch on the batch of ``seed`` and the known bugs' replays there."""
     c, w, ((x, y),), scored = _setup(seed, 1, seed)
@@ -49,7 +54,7 @@ def test_calc_loss_batch(gpt2_loss_batch, seed):
     """The mean cross-entropy over every position of the batch."""
     got, bugs = _observed_batch(gpt2_loss_batch, seed)
     ((logits, y),) = _setup(seed, 1, seed)[-1]
-    second = other(seed, 101, 102)  # any batch of several positions
+    second = other(seed, *SECOND_BATCH_SEEDS)
     assert_close(
         got,
         o.loss(logits, y),
