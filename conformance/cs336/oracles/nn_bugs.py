@@ -18,13 +18,10 @@ KNOWN_BUGS = KnownBugs()
 # --- Linear, Embedding, RMSNorm, SiLU, SwiGLU, softmax ---------------------------
 
 
-
 # --- RoPE ----------------------------------------------------------------------------
 
 
-
 # --- attention and multi-head self-attention ------------------------------------------
-
 
 
 # --- the block and the LM -------------------------------------------------------------
