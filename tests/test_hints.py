@@ -165,3 +165,35 @@ def test_the_second_input_is_never_the_failing_one():
     assert hints.other((a, 1), (a.clone(), 1), (b, 1))[0] is b
     assert hints.other(0.5, 0.875, 0.76) == 0.875
     assert hints.other(0.875, 0.875, 0.76) == 0.76
+
+
+def _registries():
+    """Every ``KNOWN_BUGS`` registry of the suite, with its profile (the
+    package under conformance/ it lives in)."""
+    import importlib
+    import pkgutil
+
+    import lmspec.conformance as suite
+    from lmspec.conformance.profiles import NAMES
+
+    for profile in NAMES:
+        package = importlib.import_module(f"{suite.__name__}.{profile}")
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if info.name.rsplit(".", 1)[-1].startswith("test_"):
+                continue
+            registry = getattr(importlib.import_module(info.name), "KNOWN_BUGS", None)
+            if isinstance(registry, hints.KnownBugs):
+                yield profile, info.name, registry
+
+
+def test_every_known_bug_belongs_to_an_item_of_its_profile():
+    """A registry key is an item id of the profile, or ``item/part`` where an
+    item's tests check several functions (4.generation/top_p)."""
+    from lmspec.conformance.profiles import get
+
+    found = list(_registries())
+    assert {profile for profile, _, _ in found} >= {"cs336"}, found
+    for profile, module, registry in found:
+        ids = {item.id for item in get(profile).items}
+        strangers = {bug.item for bug in registry if bug.item.split("/")[0] not in ids}
+        assert not strangers, f"{module}: known bugs of no {profile} item: {sorted(strangers)}"
