@@ -18,9 +18,7 @@ KNOWN_BUGS = KnownBugs()
 # --- Linear, Embedding, RMSNorm, SiLU, SwiGLU, softmax ---------------------------
 
 
-
 # --- RoPE ----------------------------------------------------------------------------
-
 
 
 # --- attention and multi-head self-attention ------------------------------------------
