@@ -104,3 +104,27 @@ for _cause, _bug in (
 KNOWN_BUGS.add("2.lm", "final RMSNorm missing", lambda ids, w, cfg: oracle.lm(ids, w, cfg, final_norm=False))
 KNOWN_BUGS.add("2.lm", "post-norm blocks", lambda ids, w, cfg: oracle.lm(ids, w, cfg, norm="post"))
 KNOWN_BUGS.add("2.lm", "RoPE not applied", lambda ids, w, cfg: oracle.lm(ids, w, cfg, use_rope=False))
+
+
+# The ablations (extended profile): replays take the block's (x, weights,
+# num_heads, theta) or the LM's (ids, weights, cfg), with the ablation's norm,
+# use_rope and ffn keywords; theta is the one the adapter was given, used or not.
+def _ablated(*args, norm, use_rope, ffn, final_norm=True):
+    if isinstance(args[-1], oracle.ModelConfig):
+        return oracle.lm(*args, norm=norm, use_rope=use_rope, ffn=ffn, final_norm=final_norm)
+    x, weights, num_heads, theta = args
+    return oracle.block(x, weights, num_heads, theta if use_rope else None, norm=norm, ffn=ffn)
+
+
+@KNOWN_BUGS.register("2.ablations", "use_rope=False not honoured: RoPE applied anyway")
+def _nope_ignored(*args, norm, use_rope, ffn):
+    if use_rope:
+        raise ValueError("this ablation keeps RoPE")
+    return _ablated(*args, norm=norm, use_rope=True, ffn=ffn)
+
+
+@KNOWN_BUGS.register("2.ablations", "norm='post' LM without the final RMSNorm (only norm='none' drops ln_final)")
+def _post_without_final_norm(*args, norm, use_rope, ffn):
+    if norm != "post" or not isinstance(args[-1], oracle.ModelConfig):
+        raise ValueError("not the post-norm LM ablation")
+    return _ablated(*args, norm=norm, use_rope=use_rope, ffn=ffn, final_norm=False)
