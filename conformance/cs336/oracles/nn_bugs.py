@@ -49,8 +49,8 @@ for _bug, _cause in (
 def _rmsnorm_in_input_dtype(x, weight, eps):
     if x.element_size() >= 4:  # float32 in: computing in it is the upcast
         raise ValueError(f"no upcast to tell apart for a {x.dtype} input")
-    x = x.detach().cpu()
-    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * weight.detach().cpu().to(x.dtype)
+    x = x.detach().cpu()  # the formula as written, each step rounded to x's dtype
+    return x / torch.sqrt(x.square().mean(-1, keepdim=True) + eps) * weight.detach().cpu().to(x.dtype)
 
 
 KNOWN_BUGS.add("2.silu", "matches sigmoid(x) (missing the factor x)", lambda x: torch.sigmoid(oracle.f64(x)))
