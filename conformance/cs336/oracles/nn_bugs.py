@@ -9,6 +9,10 @@ and on the test's second input (conformance/hints.py, ``assert_close(...,
 hints=KNOWN_BUGS.thunks(item, ...), again=...)``).
 """
 
+from functools import partial
+
+import torch
+
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.hints import KnownBugs
 
@@ -16,9 +20,103 @@ KNOWN_BUGS = KnownBugs()
 
 
 # --- Linear, Embedding, RMSNorm, SiLU, SwiGLU, softmax ---------------------------
+KNOWN_BUGS.add(
+    "2.linear",
+    "matches W x instead of x Wᵀ (transposed weight)",
+    lambda x, weight: oracle.f64(x) @ oracle.f64(weight),
+)
+KNOWN_BUGS.add(
+    "2.embedding",
+    "looks up row id+1 (off by one)",
+    lambda weight, ids: oracle.embedding(weight, (ids + 1) % weight.shape[0]),
+)
+KNOWN_BUGS.add(
+    "2.embedding",
+    "looks up row id-1 (off by one)",
+    lambda weight, ids: oracle.embedding(weight, (ids - 1) % weight.shape[0]),
+)
+for _bug, _cause in (
+    ("eps_outside_sqrt", "eps added outside the square root"),
+    ("mean_abs", "divides by mean |x| instead of the RMS"),
+    ("no_gain", "gain g not applied"),
+    ("axis0", "rms computed over the wrong axis (first)"),
+    ("all_axes", "rms computed over all axes"),
+):
+    KNOWN_BUGS.add("2.rmsnorm", _cause, partial(oracle.rmsnorm, bug=_bug))
+
+
+@KNOWN_BUGS.register("2.rmsnorm", "computed in bfloat16 without the float32 upcast")
+def _rmsnorm_in_input_dtype(x, weight, eps):
+    if x.element_size() >= 4:  # float32 in: computing in it is the upcast
+        raise ValueError(f"no upcast to tell apart for a {x.dtype} input")
+    x = x.detach().cpu()  # the formula as written, each step rounded to x's dtype
+    return x / torch.sqrt(x.square().mean(-1, keepdim=True) + eps) * weight.detach().cpu().to(x.dtype)
+
+
+KNOWN_BUGS.add("2.silu", "matches sigmoid(x) (missing the factor x)", lambda x: torch.sigmoid(oracle.f64(x)))
+KNOWN_BUGS.add(
+    "2.swiglu",
+    "SiLU applied to W3 x instead of W1 x (w1 and w3 swapped)",
+    lambda x, w1, w2, w3: oracle.swiglu(x, w3, w2, w1),
+)
+KNOWN_BUGS.add("2.swiglu", "no gate: W2 SiLU(W1 x)", lambda x, w1, w2, w3: oracle.silu_ffn(x, w1, w2))
+KNOWN_BUGS.add(
+    "2.swiglu",
+    "SiLU applied to the product W1 x ⊙ W3 x",
+    lambda x, w1, w2, w3: oracle.linear(oracle.silu(oracle.linear(x, w1) * oracle.linear(x, w3)), w2),
+)
+
+
+@KNOWN_BUGS.register("2.softmax", "no max subtraction before exp (exp overflows, or underflows to 0/0)")
+def _softmax_unshifted(x, dim):
+    # subtle: where exp(x) stays in range the unshifted formula is right, up to rounding
+    e = x.detach().cpu().exp()
+    if not bool(((e == 0) | e.isinf()).any()):
+        raise ValueError("exp(x) stays finite and non-zero: the max shift changes nothing here")
+    return oracle.softmax(x, dim, naive=True)
+
+
+KNOWN_BUGS.add("2.softmax", "normalised over the wrong dim (last)", lambda x, dim: oracle.softmax(x, -1))
+KNOWN_BUGS.add("2.softmax", "normalised over the wrong dim (first)", lambda x, dim: oracle.softmax(x, 0))
 
 
 # --- RoPE ----------------------------------------------------------------------------
+def _deinterleaved(rotated):
+    """A correct rotation written back as [all x'₂ₖ, all x'₂ₖ₊₁] (a layout bug)."""
+    return torch.cat([rotated[..., 0::2], rotated[..., 1::2]], -1)
+
+
+KNOWN_BUGS.add(
+    "2.rope",
+    "matches half-split rotation (rotate-half): pairs must be adjacent (2k, 2k+1)",
+    lambda x, positions, theta: oracle.rope(x, positions, theta, pairs="half"),
+)
+KNOWN_BUGS.add(
+    "2.rope",
+    "angle uses theta^(k/d_k) instead of theta^(2k/d_k)",
+    lambda x, positions, theta: oracle.rope(x, positions, theta, exponent=1.0),
+)
+KNOWN_BUGS.add(
+    "2.rope",
+    "rotates by −θ (sin sign flipped)",
+    lambda x, positions, theta: oracle.rope(x, positions, theta, sign=-1.0),
+)
+KNOWN_BUGS.add(
+    "2.rope",
+    "token_positions ignored (used 0..seq-1)",
+    lambda x, positions, theta: oracle.rope(x, torch.arange(x.shape[-2]), theta),
+)
+KNOWN_BUGS.add(
+    "2.rope",
+    "pairs (2k, 2k+1) rotated but written back de-interleaved ([x'₀, x'₂, ...; x'₁, x'₃, ...])",
+    lambda x, positions, theta: _deinterleaved(oracle.rope(x, positions, theta)),
+)
+
+
+@KNOWN_BUGS.register("2.rope", "angle uses theta^(2k/d_k) with k = 1..d_k/2: the handout's k needs theta^((2k-2)/d_k)")
+def _rope_k_from_one(x, positions, theta):
+    # theta^(-2(k+1)/d) = theta^(-2/d) · theta^(-2k/d): the same rotation at positions scaled by theta^(-2/d)
+    return oracle.rope(x, positions.double() * theta ** (-2 / x.shape[-1]), theta)
 
 
 # --- attention and multi-head self-attention ------------------------------------------
