@@ -56,7 +56,7 @@ def _matching_hints(actual: torch.Tensor, hints: Sequence[Hint], tol: Tolerance)
 def _reproduces(actual: torch.Tensor, replay: torch.Tensor, tol: Tolerance) -> torch.Tensor:
     """Elementwise: within ``tol``, or the same infinity, or both NaN (a
     replay of an overflow reproduces the overflow)."""
-    close = (actual - replay).abs() <= tol.atol + tol.rtol * replay.abs()
+    close = replay.isfinite() & ((actual - replay).abs() <= tol.atol + tol.rtol * replay.abs())
     return close | (actual == replay) | (actual.isnan() & replay.isnan())
 
 
@@ -101,6 +101,7 @@ def assert_close(
     hints: Sequence[Hint] = (),
     again: Again | None = None,
     causes: Sequence[str] = (),
+    hint_tol: Tolerance | None = None,
     context: str = "",
 ) -> None:
     """Assert ``actual`` ≈ ``expected`` elementwise (|a-e| <= atol + rtol|e|).
@@ -109,8 +110,9 @@ def assert_close(
     pairs, each thunk replaying a known bug on this input; a cause is named
     only when its replay reproduces ``actual`` here AND its replay on the
     test's second input reproduces the implementation's output there
-    (``again``, required with ``hints``). ``causes``: causes the test has
-    already confirmed that way itself.
+    (``again``, required with ``hints``), both within ``hint_tol`` (default
+    ``tol``; a bit-exact rule's float64 replays need a float32 one).
+    ``causes``: causes the test has already confirmed that way itself.
     """
     __tracebackhide__ = True
     if hints and again is None:
@@ -120,7 +122,8 @@ def assert_close(
         return
     named = list(causes)
     if hints and not problem.startswith("shape"):
-        named += confirmed(_matching_hints(_to64(actual), hints, tol), lambda: _matching_again(again, tol))
+        near = hint_tol or tol
+        named += confirmed(_matching_hints(_to64(actual), hints, near), lambda: _matching_again(again, near))
     # The likely cause goes on the first line: reports show only that line.
     lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in named)]
     if context:

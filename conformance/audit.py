@@ -33,6 +33,7 @@ import pytest
 from lmspec import ROOT
 from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.remote import RemoteOptimizerClass
+from lmspec.conformance.plain import raised
 from lmspec.conformance.profiles import FromScratch
 
 _PATCH_ROOTS = (
@@ -192,7 +193,7 @@ def runtime_findings(
         findings += [f for f in subclass_finding(result) if policy.forbids(f["function"])]
     except Exception as exc:
         if not findings:
-            pytest.skip(f"audit incomplete: {name} raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            pytest.skip(f"audit incomplete: {name} raised {raised(exc)}")
     return [
         dict(
             f,

@@ -27,3 +27,10 @@ def plain_data(value: Any) -> Any:
     if isinstance(value, dict):
         return {plain_data(k): plain_data(v) for k, v in value.items()}
     return value
+
+
+def raised(exc: BaseException, limit: int = 200) -> str:
+    """``ValueError: its first line`` (just the name when the message is
+    empty, as a submission's exception's may be)."""
+    first = (str(exc).strip().splitlines() or [""])[0][:limit]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

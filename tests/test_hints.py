@@ -3,12 +3,17 @@ only when replaying its bug reproduces the observed output on the failing
 input AND on a second input of the same test (issue 19: a trainer that cuts
 its file into byte ranges was told "the stopping test is off by one")."""
 
+import math
+
 import pytest
+import torch
 
 from lmspec.conformance import hints
+from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.cs336.oracles import bpe_replay
 from lmspec.conformance.cs336.oracles.tokenizer import sample_training_text
 from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS, cosine_lr
+from lmspec.conformance.tolerances import EXACT
 
 _CUT = "\x00<|cut|>\x00"
 OFF_BY_ONE = "the stopping test is off by one (one merge too few)"
@@ -103,3 +108,92 @@ def test_encode_names_ignorecase_only_when_the_second_input_reproduces_it():
     with pytest.raises(AssertionError) as caught:
         assert_encodes(oracle, caseless(text), text, rule="r", encode=oracle.encode)
     assert "likely cause" not in str(caught.value)
+
+
+# --- assert_close: every hint of the suite goes through it -------------------------------------
+def _fail_message(actual, expected, hint_list, again) -> str:
+    with pytest.raises(AssertionError) as failure:
+        assert_close(actual, expected, EXACT, rule="r", hints=hint_list, again=again)
+    return str(failure.value)
+
+
+def _doubled(x: torch.Tensor) -> list:
+    return [("doubled", lambda: 2 * x), ("negated", lambda: -x)]
+
+
+def test_a_cause_is_named_when_its_replay_reproduces_both_inputs():
+    x, y = torch.tensor([1.0, 2.0]), torch.tensor([3.0, -1.0])
+    message = _fail_message(2 * x, x, _doubled(x), lambda: (2 * y, _doubled(y)))
+    assert "likely cause: doubled" in message and "negated" not in message
+
+
+def test_a_cause_the_second_input_does_not_reproduce_is_not_named():
+    """On x = [0, 0] doubling and negating give the same wrong output: the
+    second input tells them apart, and neither matches an implementation
+    that adds one there."""
+    x, y = torch.tensor([0.0, 0.0]), torch.tensor([3.0, -1.0])
+    assert "likely cause" not in _fail_message(x.clone(), x - 1, _doubled(x), lambda: (y + 1, _doubled(y)))
+    message = _fail_message(-x + 0.0, x + 1, _doubled(x), lambda: (-y, _doubled(y)))
+    assert "likely cause: negated" in message and "doubled" not in message
+
+
+def test_a_second_input_that_raises_names_nothing():
+    x = torch.tensor([1.0, 2.0])
+
+    def again():
+        raise RuntimeError("the implementation failed on the second input")
+
+    assert "likely cause" not in _fail_message(2 * x, x, _doubled(x), again)
+
+
+def test_hints_without_a_second_input_are_a_suite_bug():
+    x = torch.tensor([1.0])
+    with pytest.raises(TypeError, match="again="):
+        assert_close(x, x, EXACT, rule="r", hints=_doubled(x))
+
+
+def test_an_overflowing_replay_matches_only_the_same_overflow():
+    """rtol·|inf| is inf: an infinite replay must not 'reproduce' every finite output."""
+    inf = [("overflow", lambda: torch.tensor([math.inf]))]
+    again = lambda: (torch.tensor([math.inf]), inf)
+    assert "likely cause" not in _fail_message(torch.tensor([1e4]), torch.tensor([1.0]), inf, again)
+    assert "likely cause: overflow" in _fail_message(torch.tensor([math.inf]), torch.tensor([1.0]), inf, again)
+
+
+def test_the_second_input_is_never_the_failing_one():
+    a, b = torch.zeros(2), torch.ones(2)
+    assert hints.other((a, 1), (a.clone(), 1), (b, 1))[0] is b
+    assert hints.other(0.5, 0.875, 0.76) == 0.875
+    assert hints.other(0.875, 0.875, 0.76) == 0.76
+
+
+def _registries():
+    """Every ``KNOWN_BUGS`` registry of the suite, with its profile (the
+    package under conformance/ it lives in)."""
+    import importlib
+    import pkgutil
+
+    import lmspec.conformance as suite
+    from lmspec.conformance.profiles import NAMES
+
+    for profile in NAMES:
+        package = importlib.import_module(f"{suite.__name__}.{profile}")
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if info.name.rsplit(".", 1)[-1].startswith("test_"):
+                continue
+            registry = getattr(importlib.import_module(info.name), "KNOWN_BUGS", None)
+            if isinstance(registry, hints.KnownBugs):
+                yield profile, info.name, registry
+
+
+def test_every_known_bug_belongs_to_an_item_of_its_profile():
+    """A registry key is an item id of the profile, or ``item/part`` where an
+    item's tests check several functions (4.generation/top_p)."""
+    from lmspec.conformance.profiles import get
+
+    found = list(_registries())
+    assert {profile for profile, _, _ in found} >= {"cs336"}, found
+    for profile, module, registry in found:
+        ids = {item.id for item in get(profile).items}
+        strangers = {bug.item for bug in registry if bug.item.split("/")[0] not in ids}
+        assert not strangers, f"{module}: known bugs of no {profile} item: {sorted(strangers)}"

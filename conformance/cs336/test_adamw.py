@@ -12,7 +12,6 @@ defaults are STRICT tests.
 """
 
 import copy
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -92,10 +91,10 @@ def _adamw_tol(run: AdamWRun, init) -> Tolerance:
     return Tolerance(bound, 0.0, f"{atol:g} × lr {run.max_lr():.3g} + {ADAMW_TRAJECTORY.rtol:g} × max|θ|")
 
 
-def _assert_matches_any(actual, candidates, tol: Tolerance, *, rule, hints, context) -> str:
+def _assert_matches_any(actual, candidates, tol: Tolerance, *, rule, causes, context) -> str:
     """Pass when ``actual`` is within ``tol`` of any accepted candidate (lazy
-    thunks); else fail against the nearest one, with the hints (a list, or a
-    function that makes it, called only on a failure)."""
+    thunks); else fail against the nearest one, naming the confirmed likely
+    causes (a list, or a function that makes it, called only on a failure)."""
     __tracebackhide__ = True
     values = {}
     for name, make in candidates.items():
@@ -104,8 +103,8 @@ def _assert_matches_any(actual, candidates, tol: Tolerance, *, rule, hints, cont
             return name
     nearest = min(values, key=lambda n: float((values[n] - actual).abs().nan_to_num(1e300).max()))
     rule = f"{rule} [nearest accepted form: {nearest}]"
-    hints = hints() if callable(hints) else hints  # computed only for a failure
-    assert_close(actual, values[nearest], tol, rule=rule, hints=hints, context=context)
+    causes = causes() if callable(causes) else causes  # computed only for a failure
+    assert_close(actual, values[nearest], tol, rule=rule, causes=causes, context=context)
     return nearest
 
 
@@ -144,20 +143,19 @@ def _check_adamw_run(get_adamw_cls, device, run: AdamWRun, rule: str) -> None:
     actual = _run_adamw(get_adamw_cls, device, run, extra=untouched)
     second = next(r for r in _SECOND_RUNS if r != run)
 
-    def confirmed_hints() -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    def confirmed_causes() -> list[str]:
         """The causes whose replay gives the observed trajectory here and the
         implementation's on the second run (a known bug is named only then)."""
-        causes = hints.confirmed(
+        return hints.confirmed(
             _adamw_causes(run, actual), lambda: _adamw_causes(second, _run_adamw(get_adamw_cls, device, second))
         )
-        return [(cause, lambda: actual) for cause in causes]  # replayed and confirmed
 
     form = _assert_matches_any(
         actual,
         accepted_adamw_trajectories(groups, grads, lrs),
         _adamw_tol(run, init),
         rule=f"3.adamw: {rule} (rows: steps; columns: parameters by group)",
-        hints=confirmed_hints,
+        causes=confirmed_causes,
         context=f"constructor {run.defaults}; groups {[(g.shapes, run.group_kwargs(g)) for g in run.groups]}; "
         f"lr per step and group {lrs}; grad scale {run.grad_scale:.3g}; float32 on {device}",
     )
@@ -265,7 +263,7 @@ def test_adamw_constructor_defaults(get_adamw_cls, kwargs):
         accepted_adamw_trajectories(list(zip(init, run.group_hypers())), grads),
         _adamw_tol(run, init),
         rule=f"3.adamw: AdamW(params{''.join(f', {k}={v}' for k, v in kwargs.items())}) must use the defaults {hyper}",
-        hints=[],
+        causes=[],
         context="one group of float32 parameters, 6 steps",
     )
 
@@ -292,6 +290,23 @@ def test_adamw_state_dict_round_trip_continues_identically(get_adamw_cls, name):
     optimizer."""
     run = _STATE_DICT_CASES[name]
     cls = get_adamw_cls()
+    resumed, uninterrupted, bugs = _round_trip(cls, run)
+    second = _STATE_DICT_CASES[hints.other(name, *_STATE_DICT_CASES)]
+    assert_close(
+        resumed,
+        uninterrupted,
+        EXACT,
+        rule=f"3.adamw: load_state_dict(state_dict()) after {run.steps // 2} steps, then "
+        f"{run.steps - run.steps // 2} more steps, must equal the uninterrupted run",
+        hints=bugs,
+        again=lambda: _round_trip(cls, second)[::2],  # (resumed, bugs)
+        context=name,
+    )
+
+
+def _round_trip(cls, run: AdamWRun):
+    """The implementation's last step after a state_dict round trip midway, the
+    uninterrupted run's, and the known round-trip bugs replayed on ``run``."""
     init, grads = run.tensors()
     k = run.steps // 2
     opt, params = _build(cls, run, init, "cpu")
@@ -318,21 +333,11 @@ def test_adamw_state_dict_round_trip_continues_identically(get_adamw_cls, name):
         close = describe_mismatch(resumed, cand, _adamw_tol(run, init)) is None
         return resumed if close else cand
 
-    assert_close(
-        resumed,
-        uninterrupted,
-        EXACT,
-        rule=f"3.adamw: load_state_dict(state_dict()) after {k} steps, then {run.steps - k} "
-        "more steps, must equal the uninterrupted run",
-        hints=[
-            (
-                "load_state_dict restored nothing (state kept outside self.state?)",
-                lambda: resume(False),
-            ),
-            ("the step count t is not in state_dict (restarted at 1; m, v restored)", restarted_t),
-        ],
-        context=name,
-    )
+    bugs = [
+        ("load_state_dict restored nothing (state kept outside self.state?)", lambda: resume(False)),
+        ("the step count t is not in state_dict (restarted at 1; m, v restored)", restarted_t),
+    ]
+    return resumed, uninterrupted, bugs
 
 
 @spec("3.adamw")

@@ -343,6 +343,24 @@ def test_checkpoint_resume_is_exact(run_save_checkpoint, run_load_checkpoint, ad
     """Train k steps, save, load into a fresh model and optimizer, train n more:
     bit-exactly the parameters of k+n uninterrupted steps on the same batches."""
     k, n = 3, 3
+    resumed, straight, bugs = _resume(run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target, k, n)
+    second = tmp_path / "second"
+    second.mkdir()
+    assert_close(
+        resumed,
+        straight,
+        EXACT,
+        rule=f"3.checkpoint: {k} steps + save/load + {n} steps must equal {k + n} uninterrupted steps",
+        hints=bugs,
+        # the second input: saved after 2 steps, 4 more after loading
+        again=lambda: _resume(run_save_checkpoint, run_load_checkpoint, adamw_cls, second, target, 2, 4)[::2],
+        context=f"AdamW {adamw_cls.__module__}.{adamw_cls.__qualname__} {HYPER}; checkpoint via {target}",
+    )
+
+
+def _resume(run_save_checkpoint, run_load_checkpoint, adamw_cls, tmp_path, target, k: int, n: int):
+    """The parameters after k steps, save, load into a fresh model and AdamW, n
+    more steps; those of k + n uninterrupted steps; the known bugs replayed."""
     batches = _batches(k + n)
     straight = _Tiny(0)
     _train(straight, adamw_cls(straight.parameters(), **HYPER), batches)
@@ -363,16 +381,5 @@ def test_checkpoint_resume_is_exact(run_save_checkpoint, run_load_checkpoint, ad
         _train(midway, adamw_cls(midway.parameters(), **HYPER), batches[k:])
         return _params(midway)
 
-    assert_close(
-        _params(resumed),
-        _params(straight),
-        EXACT,
-        rule=f"3.checkpoint: {k} steps + save/load + {n} steps must equal {k + n} uninterrupted steps",
-        hints=[
-            (
-                "optimizer state not saved or not restored (resumed with a fresh AdamW)",
-                without_optimizer_state,
-            )
-        ],
-        context=f"AdamW {adamw_cls.__module__}.{adamw_cls.__qualname__} {HYPER}; checkpoint via {target}",
-    )
+    bugs = [("optimizer state not saved or not restored (resumed with a fresh AdamW)", without_optimizer_state)]
+    return _params(resumed), _params(straight), bugs

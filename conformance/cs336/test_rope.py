@@ -18,41 +18,28 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
+from lmspec.conformance import hints
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_shape, describe_mismatch
 from lmspec.conformance.cs336.oracles import nn as oracle
+from lmspec.conformance.cs336.oracles.nn_bugs import KNOWN_BUGS
 from lmspec.conformance.cs336.strategies import nn as sn
 
 strict = pytest.mark.strict
 CONTRACT = sn.rope_cases(lead_dims=sn.BATCH_OR_HEADS, contract_positions=True)
 
 
-def _deinterleaved(rotated: torch.Tensor) -> torch.Tensor:
-    """A correct rotation written back as [all x'₂ₖ, all x'₂ₖ₊₁] (a layout bug)."""
-    return torch.cat([rotated[..., 0::2], rotated[..., 1::2]], -1)
-
-
-def _rope_hints(x, positions, theta):
-    seq = x.shape[-2]
-    return [
-        (
-            "matches half-split rotation (rotate-half): pairs must be adjacent (2k, 2k+1)",
-            lambda: oracle.rope(x, positions, theta, pairs="half"),
-        ),
-        (
-            "angle uses theta^(k/d_k) instead of theta^(2k/d_k)",
-            lambda: oracle.rope(x, positions, theta, exponent=1.0),
-        ),
-        ("rotates by −θ (sin sign flipped)", lambda: oracle.rope(x, positions, theta, sign=-1.0)),
-        (
-            "token_positions ignored (used 0..seq-1)",
-            lambda: oracle.rope(x, torch.arange(seq), theta),
-        ),
-        (
-            "pairs (2k, 2k+1) rotated but written back de-interleaved ([x'₀, x'₂, ...; x'₁, x'₃, ...])",
-            lambda: _deinterleaved(oracle.rope(x, positions, theta)),
-        ),
-    ]
+# Second inputs: a likely cause is named only when its replay (oracles/nn_bugs.py)
+# reproduces the output on the failing input and on one of these (conformance/hints.py).
+# d_k ≥ 4: with one pair, the half-split, de-interleaved and exponent bugs are the
+# right rotation; several tokens, at positions that are neither 0 nor 0..seq-1.
+_s = sn.generator(1)
+SECOND_ROPE = (
+    sn.RopeCase(sn.randn(_s, 2, 3, 8), torch.tensor([5, 1, 9]), 10000.0, 16),
+    sn.RopeCase(sn.randn(_s, 1, 2, 4, 6), torch.tensor([[7, 0, 3, 12]]), 500.0, 32),
+)
+SECOND_BASIS = ((4, 5), (3, 7))  # (d_k/2, position) of test_rope_rotates_adjacent_pairs
+SECOND_PERMUTED = ((SECOND_ROPE[0], torch.tensor([2, 0, 1])), (SECOND_ROPE[1], torch.tensor([3, 1, 0, 2])))
 
 
 def _call(run_rope, case, device, x=None, positions=None):
@@ -61,16 +48,27 @@ def _call(run_rope, case, device, x=None, positions=None):
     return run_rope(x.shape[-1], case.theta, case.max_seq_len, x.to(device), positions.to(device))
 
 
+def _observed(run_rope, device, case, perm=None):
+    """The implementation's output on ``case`` (its tokens permuted by ``perm``)
+    and the replays of RoPE's known bugs there."""
+    x, positions = case.x, case.positions
+    if perm is not None:
+        x, positions = x[..., perm, :], positions[..., perm]
+    out = _call(run_rope, case, device, x=x, positions=positions)
+    return out, KNOWN_BUGS.thunks("2.rope", x, positions, case.theta)
+
+
 def _check_rope(run_rope, device, case):
     __tracebackhide__ = True
-    out = _call(run_rope, case, device)
+    out, bugs = _observed(run_rope, device, case)
     assert_shape(out, case.x.shape, rule="RoPE keeps the shape")
     assert_close(
         out,
         oracle.rope(case.x, case.positions, case.theta),
         tol.ROPE_F32,
         rule="RoPE rotation of interleaved pairs (float32 vs float64)",
-        hints=_rope_hints(case.x, case.positions, case.theta),
+        hints=bugs,
+        again=lambda: _observed(run_rope, device, hints.other(case, *SECOND_ROPE)),
         context=f"x{tuple(case.x.shape)}, positions {case.positions.tolist()}, theta={case.theta}",
     )
 
@@ -95,24 +93,38 @@ def test_rope_any_leading_dims_and_position_broadcast(run_rope, device, case):
     _check_rope(run_rope, device, case)
 
 
+def _basis(d_half, position):
+    """The d_k basis vectors as d_k inputs of one token each, at ``position``."""
+    return torch.eye(2 * d_half)[:, None, :], torch.tensor([position])
+
+
+def _basis_observed(run_rope, device, d_half, position):
+    basis, positions = _basis(d_half, position)
+    out = run_rope(2 * d_half, 10000.0, 64, basis.to(device), positions.to(device))
+    return torch.as_tensor(out).detach().cpu(), KNOWN_BUGS.thunks("2.rope", basis, positions, 10000.0)
+
+
+def _reproduced(out, bugs) -> list[str]:
+    """The causes whose replay gives ``out``."""
+    return [cause for cause, make in bugs if describe_mismatch(out, make(), tol.ROPE_F32) is None]
+
+
 @pytest.mark.spec("2.rope")
 @given(d_half=st.integers(1, sn.MAX_ROPE_DK // 2), position=st.integers(1, 63))
 def test_rope_rotates_adjacent_pairs(run_rope, device, d_half, position):
     """Basis vector e₂ₖ (or e₂ₖ₊₁) stays inside its pair (2k, 2k+1): it becomes
     cos·e₂ₖ + sin·e₂ₖ₊₁ (or −sin·e₂ₖ + cos·e₂ₖ₊₁)."""
     d_k = 2 * d_half
-    basis = torch.eye(d_k)[:, None, :]  # d_k inputs of one token each
-    positions = torch.tensor([position])
-    out = torch.as_tensor(run_rope(d_k, 10000.0, 64, basis.to(device), positions.to(device))).detach().cpu()
+    basis, positions = _basis(d_half, position)
+    out, bugs = _basis_observed(run_rope, device, d_half, position)
+    second = hints.other((d_half, position), *SECOND_BASIS)
     pair_of = torch.arange(d_k) // 2
     outside = (pair_of[:, None] != pair_of[None, :]) & (out[:, 0, :].abs() > tol.ROPE_F32.atol)
     if bool(outside.any()):
         i, j = (int(v) for v in outside.nonzero()[0])
-        causes = [
-            cause
-            for cause, make in _rope_hints(basis, positions, 10000.0)
-            if describe_mismatch(out, make(), tol.ROPE_F32) is None
-        ]
+        causes = hints.confirmed(
+            _reproduced(out, bugs), lambda: _reproduced(*_basis_observed(run_rope, device, *second))
+        )
         raise AssertionError(
             f"RoPE must rotate adjacent pairs (2k, 2k+1): input e_{i} at position {position} "
             f"leaks into element {j} (value {out[i, 0, j].item():.4g}), d_k={d_k}"
@@ -123,7 +135,8 @@ def test_rope_rotates_adjacent_pairs(run_rope, device, d_half, position):
         oracle.rope(basis, positions, 10000.0),
         tol.ROPE_F32,
         rule="RoPE maps e₂ₖ to cos·e₂ₖ + sin·e₂ₖ₊₁",
-        hints=_rope_hints(basis, positions, 10000.0),
+        hints=bugs,
+        again=lambda: _basis_observed(run_rope, device, *second),
         context=f"basis vectors, d_k={d_k}, position {position}",
     )
 
@@ -190,20 +203,15 @@ def test_rope_inner_product_depends_only_on_offset(run_rope, device, d_half, the
 def test_rope_position_comes_from_token_positions(run_rope, device, case, seed):
     """Permuting the tokens together with their positions permutes the output:
     a token's rotation depends on its token_positions entry, not its index."""
-    seq = case.x.shape[-2]
-    perm = torch.randperm(seq, generator=torch.Generator().manual_seed(seed))
+    perm = torch.randperm(case.x.shape[-2], generator=torch.Generator().manual_seed(seed))
     out = torch.as_tensor(_call(run_rope, case, device)).detach().cpu()
-    permuted = _call(run_rope, case, device, x=case.x[..., perm, :], positions=case.positions[..., perm])
+    permuted, bugs = _observed(run_rope, device, case, perm)
     assert_close(
         permuted,
         out[..., perm, :],
         tol.ROPE_F32,
         rule="RoPE(x[perm], positions[perm]) = RoPE(x, positions)[perm]",
-        hints=[
-            (
-                "token_positions ignored (used the sequence index)",
-                lambda: oracle.rope(case.x[..., perm, :], torch.arange(seq), case.theta),
-            )
-        ],
+        hints=bugs,
+        again=lambda: _observed(run_rope, device, *hints.other((case, perm), *SECOND_PERMUTED)),
         context=f"x{tuple(case.x.shape)}, positions {case.positions.tolist()}, perm {perm.tolist()}",
     )

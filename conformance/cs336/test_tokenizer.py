@@ -28,6 +28,7 @@ from lmspec.conformance.cs336.oracles.tokenizer import (
     slow_trained_vocab,
 )
 from lmspec.conformance.cs336.strategies.tokenizer import BpeCorpus, bpe_corpora, tokenizer_text, unicode_text
+from lmspec.conformance.plain import raised
 
 #: Fixture texts of the official tokenizer tests (the last two: a special
 #: token followed by newlines, added in handout 1.0.3/1.0.4).
@@ -225,8 +226,8 @@ def test_encode_with_no_merges_is_one_id_per_byte(get_tokenizer):
         tok = get_tokenizer(dict(vocab), [], None)
     except Exception as exc:
         raise AssertionError(
-            f"SPEC 1.3: get_tokenizer(vocab of the 256 bytes, merges=[], None) raised {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}: a tokenizer without merges must work"
+            f"SPEC 1.3: get_tokenizer(vocab of the 256 bytes, merges=[], None) raised {raised(exc)}: "
+            "a tokenizer without merges must work"
         ) from None
     text = "don't 42 naïve 😀\n\n"
     assert_equal(

@@ -5,10 +5,12 @@ handout does not say: returning U+FFFD or skipping them is correct under MUST)."
 import pytest
 from hypothesis import example, given
 
+from lmspec.conformance import hints
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.cs336.oracles.tokenizer import EOT
 from lmspec.conformance.cs336.strategies.tokenizer import tokenizer_text, unicode_text
 from lmspec.conformance.cs336.test_tokenizer import TRAPS, Case, case, make_case, pin_traps, slow_case  # noqa: F401 (fixture)
+from lmspec.conformance.plain import raised
 
 #: Byte sequences that are not valid UTF-8 on their own, and what Python's
 #: errors="replace" makes of them (one U+FFFD per maximal invalid subpart).
@@ -62,15 +64,36 @@ def test_decode_malformed_bytes_become_replacement_character(get_tokenizer, name
         got = c.tokenizer.decode(ids_of(c, pieces))
     except UnicodeDecodeError as exc:
         raise AssertionError(
-            f"SPEC 1.3: decode of bytes {b''.join(pieces)!r} raised {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0]}\n  likely cause: bytes.decode('utf-8') without errors='replace'"
+            f"SPEC 1.3: decode of bytes {b''.join(pieces)!r} raised {raised(exc)}"
+            "\n  likely cause: bytes.decode('utf-8') without errors='replace'"
         ) from None
-    hint = ""
-    if got == b"".join(pieces).decode("utf-8", errors="ignore"):
-        hint = "\n  likely cause: errors='ignore' (malformed bytes must become U+FFFD, not vanish)"
-    elif got == "".join(p.decode("utf-8", errors="replace") for p in pieces):
-        hint = "\n  likely cause: each id's bytes decoded on their own, then joined"
-    assert got == expected, f"SPEC 1.3: decode of bytes {b''.join(pieces)!r}: got {got!r}, expected {expected!r}{hint}"
+    if got == expected:
+        return
+    # The second input: another malformed sequence on which both bugs differ from the rule.
+    second = MALFORMED[hints.other(name, "continuation_between_letters", "truncated_emoji_then_text")]
+    causes = hints.confirmed(_decode_causes(pieces, got), lambda: _decode_causes(second, _decoded(c, second)))
+    raise AssertionError(
+        f"SPEC 1.3: decode of bytes {b''.join(pieces)!r}: got {got!r}, expected {expected!r}"
+        + "".join(f"\n  likely cause: {cause}" for cause in causes)
+    )
+
+
+_PER_ID = "each id's bytes decoded on their own, then joined"
+
+
+def _decoded(c: Case, pieces) -> str:
+    return c.tokenizer.decode(ids_of(c, pieces))
+
+
+def _decode_causes(pieces, got: str) -> list[str]:
+    """The known decode bugs whose replay on ``pieces`` gives ``got``."""
+    replays = {
+        "errors='ignore' (malformed bytes must become U+FFFD, not vanish)": b"".join(pieces).decode(
+            "utf-8", errors="ignore"
+        ),
+        _PER_ID: "".join(p.decode("utf-8", errors="replace") for p in pieces),
+    }
+    return [cause for cause, replayed in replays.items() if got == replayed]
 
 
 @pytest.mark.spec("1.3.decode")
@@ -78,12 +101,23 @@ def test_decode_joins_bytes_before_decoding(get_tokenizer):
     """A character split over several ids decodes whole: bytes are
     concatenated first, then decoded once."""
     c = byte_vocab_case(get_tokenizer)
-    text = "é😀ü"
-    pieces = [bytes([b]) for b in text.encode("utf-8")]
-    got = c.tokenizer.decode(ids_of(c, pieces))
-    per_id = "".join(p.decode("utf-8", errors="replace") for p in pieces)
-    hint = "\n  likely cause: each id's bytes decoded on their own, then joined" if got == per_id else ""
-    assert got == text, f"SPEC 1.3: decode of one id per byte of {text!r} gave {got!r}{hint}"
+    text, second = "é😀ü", "ß€🎉"
+    pieces = _one_id_per_byte(text)
+    got = _decoded(c, pieces)
+    if got == text:
+        return
+    causes = hints.confirmed(
+        [cause for cause in _decode_causes(pieces, got) if cause == _PER_ID],
+        lambda: _decode_causes(_one_id_per_byte(second), _decoded(c, _one_id_per_byte(second))),
+    )
+    raise AssertionError(
+        f"SPEC 1.3: decode of one id per byte of {text!r} gave {got!r}"
+        + "".join(f"\n  likely cause: {cause}" for cause in causes)
+    )
+
+
+def _one_id_per_byte(text: str) -> list[bytes]:
+    return [bytes([b]) for b in text.encode("utf-8")]
 
 
 @pytest.mark.spec("1.3.decode")

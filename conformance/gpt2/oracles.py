@@ -5,8 +5,10 @@ float64 torch built-ins (``F.layer_norm``, ``F.gelu(approximate="tanh")``,
 from a small ``GPT2Config`` (no download) for the checkpoint layout, and
 tiktoken's GPT-2 encoding built offline from the fixture vocabulary.
 
-Weights travel under the book's state-dict keys (SPEC §6.1). Each ``*_hint``
-function replays one named bug on the same input, for the likely causes.
+Weights travel under the book's state-dict keys (SPEC §6.1). Some oracles
+take switches that replay a known bug (``causal``, ``positions``,
+``qkv_order``, ...): the profile's known bugs are registered in
+``known_bugs.py``.
 """
 
 import json
@@ -146,43 +148,11 @@ def loss(logits: torch.Tensor, targets: torch.Tensor) -> float:
     return float(F.cross_entropy(f64(logits).flatten(0, -2), targets.flatten()))
 
 
-# --- replays of named bugs (hints) ------------------------------------------------------
-def layernorm_unbiased(x, w) -> torch.Tensor:
-    x = f64(x)
-    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=True)
-    return f64(w["scale"]) * (x - mean) / torch.sqrt(var + EPS) + f64(w["shift"])
-
-
-def layernorm_eps_outside(x, w) -> torch.Tensor:
-    x = f64(x)
-    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
-    return f64(w["scale"]) * (x - mean) / (torch.sqrt(var) + EPS) + f64(w["shift"])
-
-
-def gelu_erf(x) -> torch.Tensor:
-    return F.gelu(f64(x))
-
-
-def split_interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:
-    """Heads as every ``heads``-th column (the bug: (d_h, heads) instead of (heads, d_h))."""
-    return t.unflatten(-1, (t.shape[-1] // heads, heads)).transpose(-1, -2).transpose(-3, -2)
-
-
-def mha_interleaved(x, w, heads) -> torch.Tensor:
-    q, k, v = (split_interleaved(linear(x, w, f"{n}."), heads) for n in ("W_query", "W_key", "W_value"))
-    ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return linear(ctx.transpose(-3, -2).transpose(-1, -2).flatten(-2), w, "out_proj.")
-
-
-def mha_mask(x, w, heads, diagonal: int) -> torch.Tensor:
-    """Attention with ``triu(ones, diagonal)`` masked out (1 is right; 0 also hides
-    the diagonal, 2 lets each position see the next one)."""
-    q, k, v = (split_heads(linear(x, w, f"{n}."), heads) for n in ("W_query", "W_key", "W_value"))
-    t = q.shape[-2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(torch.ones(t, t).triu(diagonal).bool(), -math.inf)
-    ctx = torch.nan_to_num(torch.softmax(scores, -1)) @ v
-    return linear(merge_heads(ctx), w, "out_proj.")
+def loader_loss(batches: list[tuple[torch.Tensor, torch.Tensor]], num_batches: int | None) -> float:
+    """``calc_loss_loader`` on (logits, targets) batches: the mean loss of the
+    first ``num_batches`` (all when None or when fewer are available)."""
+    k = len(batches) if num_batches is None else min(num_batches, len(batches))
+    return sum(loss(logits, y) for logits, y in batches[:k]) / k
 
 
 # --- generation -------------------------------------------------------------------------
@@ -190,16 +160,54 @@ def next_logits(ids: list[int], w, c) -> torch.Tensor:
     return model(torch.tensor([ids[-c["context_length"] :]]), w, c)[0, -1]
 
 
-def greedy(prompt: list[int], steps: int, w, c, context_size: int) -> list[int]:
+def greedy(prompt: list[int], steps: int, w, c, context_size: int, *, first_ids: bool = False) -> list[int]:
+    """``generate_text_simple`` on one row (``first_ids``: the model is given
+    the first ``context_size`` ids instead of the last, a known bug)."""
     ids = list(prompt)
     for _ in range(steps):
-        ids.append(int(model(torch.tensor([ids[-context_size:]]), w, c)[0, -1].argmax()))
+        window = ids[:context_size] if first_ids else ids[-context_size:]
+        ids.append(int(model(torch.tensor([window]), w, c)[0, -1].argmax()))
     return ids
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     kth = torch.topk(logits, k).values[..., -1:]
     return logits.masked_fill(logits < kth, -math.inf)
+
+
+def generate(
+    prompt: list[int],
+    steps: int,
+    w,
+    c,
+    *,
+    temperature: float,
+    top_k: int | None,
+    eos_id: int | None,
+    seed: int,
+    append_eos: bool = False,
+) -> list[int]:
+    """The book's ``generate`` on one row: ``torch.manual_seed(seed)``, then per
+    step the last logits (top-k filtered), argmax at temperature 0, else
+    ``torch.multinomial`` of their softmax over the temperature; it stops
+    without appending ``eos_id`` (``append_eos``: appended first, a known bug)."""
+    torch.manual_seed(seed)
+    ids = list(prompt)
+    for _ in range(steps):
+        logits = next_logits(ids, w, c)
+        if top_k is not None:
+            logits = top_k_filter(logits, top_k)
+        if temperature > 0.0:
+            probs = torch.softmax((logits / temperature).float(), -1)
+            nxt = int(torch.multinomial(probs[None], num_samples=1))
+        else:
+            nxt = int(logits.argmax())
+        if nxt == eos_id:
+            if append_eos:
+                ids.append(nxt)
+            break
+        ids.append(nxt)
+    return ids
 
 
 # --- the GPT-2 checkpoint layout, from transformers ---------------------------------------

@@ -46,6 +46,13 @@ def mha_cases(draw: Any, *, square: bool | None = None, batch: tuple[int, int] =
     return MHACase(d_in, d_out, heads, context, qkv_bias, x, o.mha_weights(g, d_in, d_out, qkv_bias))
 
 
+def fixed_mha(seed: int, d_in: int, d_out: int, heads: int, context: int, tokens: int, batch: int, qkv_bias: bool):
+    """A pinned MHA case (a test's second input)."""
+    g = generator(seed)
+    x = randn(g, batch, tokens, d_in)
+    return MHACase(d_in, d_out, heads, context, qkv_bias, x, o.mha_weights(g, d_in, d_out, qkv_bias))
+
+
 class ModelCase(NamedTuple):
     cfg: dict[str, Any]
     weights: dict[str, torch.Tensor]
@@ -73,10 +80,11 @@ def model_cases(draw: Any, *, drop: float = 0.1, batch: tuple[int, int] = (1, 3)
     return ModelCase(c, o.model_weights(g, c), ids)
 
 
-def fixed_model(seed: int = 0, **kw: Any) -> ModelCase:
+def fixed_model(seed: int = 0, tokens: int | None = None, **kw: Any) -> ModelCase:
+    """A pinned model case: two rows of ``tokens`` ids (default context_length)."""
     c = o.cfg(**kw)
     g = generator(seed)
-    ids = torch.randint(0, c["vocab_size"], (2, c["context_length"]), generator=g)
+    ids = torch.randint(0, c["vocab_size"], (2, tokens or c["context_length"]), generator=g)
     return ModelCase(c, o.model_weights(g, c), ids)
 
 

@@ -10,6 +10,8 @@ from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.gpt2.checks import assert_equal_explained
+from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
 
 TEXT = (
     "Once upon a time, there was a little robot named Bo. Bo liked to count the stars.<|endoftext|>"
@@ -27,6 +29,19 @@ def _ids(encoding, text=TEXT):
     return encoding.encode(text, allowed_special={o.END_OF_TEXT})
 
 
+#: Second inputs (conformance/hints.py): (max_length, stride) with stride 1
+#: (the book's first example), where one window short, one window too many
+#: and unshifted targets all show.
+SECOND_WINDOWS = ((4, 1), (6, 1))
+
+
+def _observed(run, ids, case):
+    """The dataset's (input windows, target windows) and the known bugs' replays there."""
+    max_length, stride = case
+    got = run(txt=TEXT, max_length=max_length, stride=stride)
+    return (got["inputs"], got["targets"]), KNOWN_BUGS.thunks("gpt2.dataset", ids, max_length, stride)
+
+
 @sg.budget(12)
 @pytest.mark.spec("gpt2.dataset")
 @given(max_length=st.integers(2, 16), stride=st.integers(1, 20))
@@ -34,24 +49,17 @@ def test_dataset_windows(gpt2_dataset, encoding, max_length, stride):
     """Windows start at 0, stride, … while start + max_length < len(ids); targets are inputs shifted by one."""
     ids = _ids(encoding)
     inputs, targets = o.windows(ids, max_length, stride)
-    got = gpt2_dataset(txt=TEXT, max_length=max_length, stride=stride)
-    n = len(got["inputs"])
-    hints = []
-    for label, (ins, _) in (
-        ("windows stop one early (start + max_length + 1 < len)", o.windows(ids[:-1], max_length, stride)),
-        (
-            "one window too many (start + max_length ≤ len)",
-            ([ids[s : s + max_length] for s in range(0, len(ids) - max_length + 1, stride)], None),
-        ),
-    ):
-        if [list(map(int, x)) for x in got["inputs"]] == ins and ins != inputs:
-            hints.append(label)
+    got, bugs = _observed(gpt2_dataset, ids, (max_length, stride))
+    second = other((max_length, stride), *SECOND_WINDOWS)
+
+    def again():
+        return _observed(gpt2_dataset, ids, second)
+
     rule = f"{len(inputs)} windows of {max_length} ids every {stride} ids"
-    assert_equal_explained(n, len(inputs), rule=rule, causes=hints, context=f"{len(ids)} ids")
-    assert_equal(got["inputs"], inputs, rule="input windows ids[s : s+max_length]")
-    shifted = [ids[s : s + max_length] for s in range(0, len(ids) - max_length, stride)]
-    causes = ["targets not shifted by one"] if got["targets"] == shifted else []
-    assert_equal_explained(got["targets"], targets, rule="target windows ids[s+1 : s+max_length+1]", causes=causes)
+    explained = {"hints": bugs, "again": again, "observed": got}
+    assert_equal_explained(len(got[0]), len(inputs), rule=rule, context=f"{len(ids)} ids", **explained)
+    assert_equal(got[0], inputs, rule="input windows ids[s : s+max_length]")
+    assert_equal_explained(got[1], targets, rule="target windows ids[s+1 : s+max_length+1]", **explained)
 
 
 @pytest.mark.spec("gpt2.dataset")

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
+from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
 from lmspec.conformance.tolerances import Tolerance
 
 TOL = Tolerance(1e-5, 1e-5, "float32 logits and cross-entropy vs float64")
@@ -25,18 +27,55 @@ def _batches(seed: int, n: int, c):
     return out
 
 
+def _setup(seed: int, n: int, batch_seed: int):
+    """The model's config and weights of ``seed``, ``n`` batches of ``batch_seed``
+    and the oracle's (logits, targets) of each batch."""
+    c = o.cfg(context=8)
+    w = o.model_weights(sg.generator(seed), c)
+    batches = _batches(batch_seed, n, c)
+    return c, w, batches, [(o.model(x, w, c), y) for x, y in batches]
+
+
+#: Second inputs of calc_loss_batch (conformance/hints.py): the batch seeds;
+#: any batch of 2×6 positions tells the last position's loss from the mean.
+SECOND_BATCH_SEEDS = (101, 102)
+
+
+def _observed_batch(run, seed: int):
+    """calc_loss_batch on the batch of ``seed`` and the known bugs' replays there."""
+    c, w, ((x, y),), scored = _setup(seed, 1, seed)
+    return run(cfg=c, weights=w, input_batch=x, target_batch=y), KNOWN_BUGS.thunks("gpt2.loss", scored, None)
+
+
 @sg.budget(5)
 @pytest.mark.spec("gpt2.loss")
 @given(seed=sg.seeds)
 def test_calc_loss_batch(gpt2_loss_batch, seed):
     """The mean cross-entropy over every position of the batch."""
-    c = o.cfg(context=8)
-    w = o.model_weights(sg.generator(seed), c)
-    ((x, y),) = _batches(seed, 1, c)
-    got = gpt2_loss_batch(cfg=c, weights=w, input_batch=x, target_batch=y)
-    logits = o.model(x, w, c)
-    hints = [("the loss of the last position only", lambda: o.loss(logits[:, -1:], y[:, -1:]))]
-    assert_close(got, o.loss(logits, y), TOL, rule="calc_loss_batch = mean cross-entropy", hints=hints)
+    got, bugs = _observed_batch(gpt2_loss_batch, seed)
+    ((logits, y),) = _setup(seed, 1, seed)[-1]
+    second = other(seed, *SECOND_BATCH_SEEDS)
+    assert_close(
+        got,
+        o.loss(logits, y),
+        TOL,
+        rule="calc_loss_batch = mean cross-entropy",
+        hints=bugs,
+        again=lambda: _observed_batch(gpt2_loss_batch, second),
+    )
+
+
+#: Second inputs of the loader (conformance/hints.py): (seed, batches,
+#: num_batches) with 9 asked of 3 or 2 batches, where dividing by num_batches shows.
+SECOND_LOADERS = ((5, 3, 9), (6, 2, 9))
+
+
+def _observed_loader(run, case):
+    """calc_loss_loader on (seed, batches, num_batches) and the known bugs' replays there."""
+    seed, n, num = case
+    c, w, batches, scored = _setup(seed, n, seed + 1)
+    got = run(cfg=c, weights=w, batches=batches, num_batches=num)
+    return got, KNOWN_BUGS.thunks("gpt2.loss", scored, num)
 
 
 @sg.budget(6)
@@ -44,14 +83,17 @@ def test_calc_loss_batch(gpt2_loss_batch, seed):
 @given(seed=sg.seeds, n=st.integers(1, 4), num=st.sampled_from([None, 1, 2, 9]))
 def test_calc_loss_loader_mean_of_first_batches(gpt2_loss_loader, seed, n, num):
     """The mean of the first ``num_batches`` batch losses (all when None or when fewer are available)."""
-    c = o.cfg(context=8)
-    w = o.model_weights(sg.generator(seed), c)
-    batches = _batches(seed + 1, n, c)
-    losses = [o.loss(o.model(x, w, c), y) for x, y in batches]
+    got, bugs = _observed_loader(gpt2_loss_loader, (seed, n, num))
     k = n if num is None else min(num, n)
-    got = gpt2_loss_loader(cfg=c, weights=w, batches=batches, num_batches=num)
-    hints = [("divided by num_batches although fewer batches ran", lambda: sum(losses[:k]) / (num or n))]
-    assert_close(got, sum(losses[:k]) / k, TOL, rule=f"mean of the first {k} of {n} batch losses", hints=hints)
+    second = other((seed, n, num), *SECOND_LOADERS)
+    assert_close(
+        got,
+        o.loader_loss(_setup(seed, n, seed + 1)[-1], num),
+        TOL,
+        rule=f"mean of the first {k} of {n} batch losses",
+        hints=bugs,
+        again=lambda: _observed_loader(gpt2_loss_loader, second),
+    )
 
 
 @pytest.mark.spec("gpt2.loss")

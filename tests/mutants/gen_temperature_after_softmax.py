@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": ("softmax(v) / tau instead of softmax(v / tau): not a distribution, temperature has no effect on sampling"),
     "run": ["4.generation"],
+    "hinted": ["temperature applied after the softmax"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": "top-p keeps sorted tokens with cumsum < p, dropping the token that reaches p",
     "run": ["4.generation"],
+    "hinted": ["kept one token too few"],
 }
 
 

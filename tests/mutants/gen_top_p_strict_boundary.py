@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": ("removes tokens after the first with cumsum > p: a set whose mass equals p exactly gets one more token"),
     "run": ["4.generation"],
+    "hinted": ["kept one token too many"],
 }
 
 

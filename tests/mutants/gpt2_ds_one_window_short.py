@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.dataset",
     "bug": "range(0, len(ids) - max_length - 1, stride): the last window is lost",
     "run": ["gpt2.dataset"],
+    "hinted": ["windows stop one early"],
 }
 
 

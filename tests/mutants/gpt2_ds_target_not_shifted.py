@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.dataset",
     "bug": "targets equal the inputs (not shifted by one)",
     "run": ["gpt2.dataset"],
+    "hinted": ["targets not shifted by one"],
 }
 
 

@@ -12,6 +12,7 @@ MUTANT = {
     "spec": "gpt2.gelu",
     "bug": "exact erf GELU (torch.nn.functional.gelu default) instead of the tanh approximation",
     "run": ["gpt2.gelu"],
+    "hinted": ["exact erf GELU"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate",
     "bug": "the eos id is appended before stopping",
     "run": ["gpt2.generate"],
+    "hinted": ["the eos id is appended"],
 }
 
 

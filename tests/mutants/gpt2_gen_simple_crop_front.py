@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate_simple",
     "bug": "idx[:, :context_size]: the first ids instead of the last",
     "run": ["gpt2.generate_simple"],
+    "hinted": ["the first context_size ids are kept"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate",
     "bug": "temperature never applied to the logits",
     "run": ["gpt2.generate"],
+    "hinted": ["logits not divided by the temperature"],
 }
 
 

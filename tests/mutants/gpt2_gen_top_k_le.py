@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate",
     "bug": "logits <= the k-th largest masked: the k-th itself is dropped (k-1 kept)",
     "run": ["gpt2.generate"],
+    "hinted": ["top-k keeps k−1"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate",
     "bug": "topk(logits, top_k + 1): one id too many kept",
     "run": ["gpt2.generate"],
+    "hinted": ["top-k keeps k+1"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "eps added to the standard deviation, outside the square root",
     "run": ["gpt2.layernorm"],
+    "hinted": ["eps added outside the square root"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "torch.var with its default unbiased=True (divides by n-1)",
     "run": ["gpt2.layernorm"],
+    "hinted": ["unbiased variance"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.loss",
     "bug": "cross-entropy of the last position only",
     "run": ["gpt2.loss"],
+    "hinted": ["the loss of the last position only"],
 }
 
 

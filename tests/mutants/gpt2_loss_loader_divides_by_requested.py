@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.loss",
     "bug": "divides by num_batches as asked even when fewer batches exist",
     "run": ["gpt2.loss"],
+    "hinted": ["divided by num_batches although fewer batches ran"],
 }
 
 

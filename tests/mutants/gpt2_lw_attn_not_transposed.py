@@ -11,6 +11,7 @@ MUTANT = {
     "spec": "gpt2.load_weights",
     "bug": "query/key/value matrices copied without .T (square, so no shape error)",
     "run": ["gpt2.load_weights"],
+    "hinted": ["not transposed into Linear"],
 }
 
 

@@ -11,6 +11,7 @@ MUTANT = {
     "spec": "gpt2.load_weights",
     "bug": "c_attn split read as key, query, value",
     "run": ["gpt2.load_weights"],
+    "hinted": ["c_attn split in the order (1, 0, 2)"],
 }
 
 

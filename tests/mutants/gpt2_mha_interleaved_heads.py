@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "heads as every num_heads-th column (view(b, t, head_dim, heads)) instead of contiguous blocks",
     "run": ["gpt2.mha"],
+    "hinted": ["heads split interleaved"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "triu(diagonal=0): every position is hidden from itself too",
     "run": ["gpt2.mha"],
+    "hinted": ["triu(diagonal=0)"],
 }
 
 

@@ -10,6 +10,8 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "triu(diagonal=2): each position also sees the next one",
     "run": ["gpt2.mha"],
+    "hinted": ["triu(diagonal=2)"],
+    "never_hinted": ["no causal mask"],
 }
 
 

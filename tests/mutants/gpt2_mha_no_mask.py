@@ -10,6 +10,8 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "the causal mask is never applied",
     "run": ["gpt2.mha"],
+    "hinted": ["no causal mask"],
+    "never_hinted": ["triu(diagonal=2)"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.model",
     "bug": "position ids arange(1, tokens+1) instead of arange(tokens)",
     "run": ["gpt2.model"],
+    "hinted": ["position ids start at 1"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "2.ablations",
     "bug": "use_rope=False not honoured: RoPE always applied",
     "run": ["2.ablations"],
+    "hinted": ["use_rope=False not honoured"],
 }
 
 

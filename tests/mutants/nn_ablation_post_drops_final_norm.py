@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "2.ablations",
     "bug": "norm='post' LM drops the final RMSNorm",
     "run": ["2.ablations"],
+    "hinted": ["norm='post' LM without the final RMSNorm"],
 }
 
 

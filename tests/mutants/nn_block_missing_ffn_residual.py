@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "2.block",
     "bug": "y = FFN(RMSNorm(z)) without the residual + z",
     "run": ["2.block"],
+    "hinted": ["missing residual around the feed-forward"],
 }
 
 

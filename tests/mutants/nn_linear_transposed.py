@@ -6,6 +6,7 @@ MUTANT = {
     "spec": "2.linear",
     "bug": "y = x W instead of x Wᵀ (transposed weight)",
     "run": ["2.linear"],
+    "hinted": ["transposed weight"],
 }
 
 

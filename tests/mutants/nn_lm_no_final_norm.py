@@ -3,7 +3,12 @@
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_embedding, run_linear, run_transformer_block
 
-MUTANT = {"spec": "2.lm", "bug": "final RMSNorm (ln_final) missing", "run": ["2.lm"]}
+MUTANT = {
+    "spec": "2.lm",
+    "bug": "final RMSNorm (ln_final) missing",
+    "run": ["2.lm"],
+    "hinted": ["final RMSNorm missing"],
+}
 
 
 def run_transformer_lm(

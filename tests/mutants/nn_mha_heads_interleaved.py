@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "2.mha",
     "bug": "heads interleaved: split (d_k, h) instead of (h, d_k)",
     "run": ["2.mha"],
+    "hinted": ["heads interleaved"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "2.mha",
     "bug": "causal mask excludes the diagonal (j < i instead of j <= i)",
     "run": ["2.mha"],
+    "hinted": ["causal mask excludes the diagonal"],
 }
 
 

@@ -16,6 +16,7 @@ MUTANT = {
     "strict_only": (
         "the handout leaves token_positions=None undefined: defaulting to 0..seq-1 is a STRICT rule (SPEC §2)"
     ),
+    "hinted": ["RoPE not applied"],
 }
 
 

@@ -3,7 +3,13 @@
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_scaled_dot_product_attention
 
-MUTANT = {"spec": "2.mha", "bug": "causal mask missing", "run": ["2.mha"]}
+MUTANT = {
+    "spec": "2.mha",
+    "bug": "causal mask missing",
+    "run": ["2.mha"],
+    "hinted": ["not causal"],
+    "never_hinted": ["shifted by one"],
+}
 
 
 def run_multihead_self_attention(

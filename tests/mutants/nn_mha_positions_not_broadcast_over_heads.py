@@ -13,6 +13,7 @@ MUTANT = {
     "spec": "2.mha",
     "bug": "(batch, seq) token_positions not broadcast over the head axis (no positions[:, None, :])",
     "run": ["2.mha"],
+    "hinted": ["not broadcast over the head axis"],
 }
 
 

@@ -5,7 +5,7 @@ import torch
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_linear, run_rope, run_scaled_dot_product_attention
 
-MUTANT = {"spec": "2.mha", "bug": "RoPE also applied to V", "run": ["2.mha"]}
+MUTANT = {"spec": "2.mha", "bug": "RoPE also applied to V", "run": ["2.mha"], "hinted": ["RoPE also applied to V"]}
 
 
 def run_multihead_self_attention_with_rope(

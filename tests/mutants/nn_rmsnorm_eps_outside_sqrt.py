@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.rmsnorm",
     "bug": "x / (sqrt(mean(x²)) + eps) · g: eps outside the root",
     "run": ["2.rmsnorm"],
+    "hinted": ["eps added outside the square root"],
 }
 
 

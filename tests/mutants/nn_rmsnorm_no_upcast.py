@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "2.rmsnorm",
     "bug": "no float32 upcast: bfloat16 input computed in bfloat16",
     "run": ["2.rmsnorm"],
+    "hinted": ["without the float32 upcast"],
 }
 
 

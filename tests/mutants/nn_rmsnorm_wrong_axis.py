@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.rmsnorm",
     "bug": "mean of squares over dim 0 instead of the last dim",
     "run": ["2.rmsnorm"],
+    "hinted": ["wrong axis (first)"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "2.rope",
     "bug": "half-split rotation (x_k, x_{k+d/2}) instead of adjacent pairs",
     "run": ["2.rope"],
+    "hinted": ["half-split rotation"],
 }
 
 

@@ -9,6 +9,8 @@ MUTANT = {
     "spec": "2.rope",
     "bug": "token_positions ignored: rotates by the sequence index",
     "run": ["2.rope"],
+    "hinted": ["token_positions ignored"],
+    "never_hinted": ["k = 1..d_k/2"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.rope",
     "bug": "x'_2k = x_2k cos + x_2k+1 sin (rotation by −θ)",
     "run": ["2.rope"],
+    "hinted": ["rotates by −θ"],
 }
 
 

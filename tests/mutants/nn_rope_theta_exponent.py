@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.rope",
     "bug": "angle i / theta^(k/d_k) instead of i / theta^(2k/d_k)",
     "run": ["2.rope"],
+    "hinted": ["theta^(k/d_k) instead of"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "2.sdpa",
     "bug": "mask inverted (True treated as 'masked out')",
     "run": ["2.sdpa"],
+    "hinted": ["mask inverted"],
 }
 
 

@@ -11,6 +11,7 @@ MUTANT = {
     "spec": "2.sdpa",
     "bug": "masked scores set to 0 (scores * mask) instead of −inf",
     "run": ["2.sdpa"],
+    "hinted": ["masked scores set to 0"],
 }
 
 

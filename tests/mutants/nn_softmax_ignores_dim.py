@@ -6,6 +6,7 @@ MUTANT = {
     "spec": "2.softmax",
     "bug": "normalises over the last dim whatever dim is",
     "run": ["2.softmax"],
+    "hinted": ["wrong dim (last)"],
 }
 
 

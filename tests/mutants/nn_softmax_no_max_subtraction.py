@@ -6,6 +6,7 @@ MUTANT = {
     "spec": "2.softmax",
     "bug": "exp(x) / sum exp(x) without max subtraction",
     "run": ["2.softmax"],
+    "hinted": ["no max subtraction before exp"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.swiglu",
     "bug": "SiLU applied to W3 x instead of W1 x (w1/w3 swapped)",
     "run": ["2.swiglu"],
+    "hinted": ["w1 and w3 swapped"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.decode",
     "bug": "errors='ignore' drops malformed bytes instead of writing U+FFFD",
     "run": ["1.3.decode"],
+    "hinted": ["errors='ignore'"],
 }
 
 

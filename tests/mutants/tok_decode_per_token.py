@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.decode",
     "bug": "each id decoded on its own: a character split over two tokens becomes two U+FFFD",
     "run": ["1.3.decode"],
+    "hinted": ["each id's bytes decoded on their own"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.decode",
     "bug": "bytes.decode('utf-8') without errors='replace': a lone continuation byte raises",
     "run": ["1.3.decode"],
+    "hinted": ["without errors='replace'"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "1.3.encode_iterable",
     "bug": ("holds back the last pre-token of the buffer for the next chunk, and never flushes it at the end"),
     "run": ["1.3.encode_iterable"],
+    "hinted": ["the end of the stream is never encoded"],
 }
 
 

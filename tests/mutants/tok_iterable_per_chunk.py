@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.encode_iterable",
     "bug": ("yield from encode(chunk) per chunk: pre-tokens and special tokens spanning chunks are split"),
     "run": ["1.3.encode_iterable"],
+    "hinted": ["each chunk encoded on its own"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.encode_iterable",
     "bug": "blank and whitespace-only lines of the stream are skipped, so their newlines never get ids",
     "run": ["1.3.encode_iterable"],
+    "hinted": ["whitespace-only chunks (blank lines) are skipped"],
 }
 
 

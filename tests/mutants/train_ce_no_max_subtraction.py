@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.cross_entropy",
     "bug": "log(sum(exp(o))) without subtracting the max: overflows for logits x 1000",
     "run": ["3.cross_entropy"],
+    "hinted": ["no max subtraction"],
 }
 
 

@@ -6,6 +6,7 @@ MUTANT = {
     "spec": "3.cross_entropy",
     "bug": "sum over positions instead of the mean",
     "run": ["3.cross_entropy"],
+    "hinted": ["summed over positions instead of the mean"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.gradient_clipping",
     "bug": "scale by max_norm / (norm + 1e-6) always, also when norm <= max_norm (grads grow)",
     "run": ["3.gradient_clipping"],
+    "hinted": ["scaled even when the global norm is below max_norm"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.gradient_clipping",
     "bug": "p.grad = p.grad * scale: the gradient tensors the caller holds are left unscaled",
     "run": ["3.gradient_clipping"],
+    "hinted": ["instead of scaled in place"],
 }
 
 

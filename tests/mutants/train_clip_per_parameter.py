@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.gradient_clipping",
     "bug": "each gradient clipped by its own L2 norm instead of one global norm",
     "run": ["3.gradient_clipping"],
+    "hinted": ["clipped each parameter by its own norm"],
 }
 
 

@@ -6,6 +6,7 @@ MUTANT = {
     "spec": "3.perplexity",
     "bug": "mean of exp(per-position cross-entropy) instead of exp(mean cross-entropy)",
     "run": ["3.perplexity"],
+    "hinted": ["mean of per-position exp(CE)"],
 }
 
 

@@ -179,13 +179,16 @@ def attention(
 
 
 def causal_mask(seq: int, *, kind: str = "causal", device: torch.device | str = "cpu") -> Tensor:
-    """``(seq, seq)`` bool, True = may attend: "causal" j ≤ i, "strict" j < i
-    (diagonal excluded, a bug), "none" all True (no mask, a bug)."""
+    """``(seq, seq)`` bool, True = may attend: "causal" j ≤ i; bugs: "strict"
+    j < i (diagonal excluded), "shifted" j ≤ i + 1 (one future token seen),
+    "none" all True (no mask)."""
     i = torch.arange(seq, device=device)
     if kind == "causal":
         return i[None, :] <= i[:, None]
     if kind == "strict":
         return i[None, :] < i[:, None]
+    if kind == "shifted":
+        return i[None, :] <= i[:, None] + 1
     if kind == "none":
         return torch.ones(seq, seq, dtype=torch.bool, device=device)
     raise ValueError(f"unknown mask kind {kind!r}")
@@ -203,6 +206,7 @@ def mha(
     positions: Tensor | None = None,
     heads: str = "grouped",
     rope_on_v: bool = False,
+    rope_pairs: str = "interleaved",
     mask: str = "causal",
     positions_on_head_axis: bool = False,
     probe: Probe = _no_probe,
@@ -214,7 +218,7 @@ def mha(
     (default ``0..seq-1``); heads are concatenated in order and projected by
     W_O. Hints only: ``heads="interleaved"`` (rows h, h+H, ..., merged back
     the same way), ``heads="interleaved_split"`` (merged in head order),
-    ``rope_on_v``, ``mask="none"|"strict"``, ``positions_on_head_axis``
+    ``rope_on_v``, ``rope_pairs="half"``, ``mask="none"|"strict"|"shifted"``, ``positions_on_head_axis``
     ((batch, seq) positions broadcast against (batch, heads, seq, d_k) without
     a head axis: with batch = heads, head h of every sequence takes row h's
     positions).
@@ -236,9 +240,9 @@ def mha(
                 if positions.dim() != 2 or positions.shape[0] != num_heads:
                     raise ValueError("positions_on_head_axis needs (batch = num_heads, seq) positions")
                 pos = positions[h]
-            q, k = rope(q, pos, theta), rope(k, pos, theta)
+            q, k = rope(q, pos, theta, pairs=rope_pairs), rope(k, pos, theta, pairs=rope_pairs)
             if rope_on_v:
-                v = rope(v, pos, theta)
+                v = rope(v, pos, theta, pairs=rope_pairs)
         outs.append(attention(q, k, v, allowed, probe=probe))
     with probe("attn_output"):
         merged = torch.stack(outs, -1).flatten(-2) if heads == "interleaved" else torch.cat(outs, -1)
@@ -255,15 +259,16 @@ def block(
     positions: Tensor | None = None,
     norm: str = "pre",
     ffn: str = "swiglu",
-    residual: bool = True,
+    residual: str = "both",
     eps: float = RMSNORM_EPS,
     probe: Probe = _no_probe,
 ) -> Tensor:
     """Pre-norm block ``z = x + MHA(RMSNorm₁(x))``, ``y = z + FFN(RMSNorm₂(z))``.
 
     ``theta=None`` is NoPE. Ablations: ``norm="post"`` (``z = RMSNorm₁(x +
-    MHA(x))``...), ``norm="none"``; ``ffn="silu"``. ``residual=False`` is a
-    bug (hints only). Keys are the SPEC §2 names without ``layers.{i}.``.
+    MHA(x))``...), ``norm="none"``; ``ffn="silu"``. Bugs (hints only):
+    ``residual="none"`` (no residual adds), ``residual="attn"`` (only around
+    attention, the FFN's missing). Keys are the SPEC §2 names without ``layers.{i}.``.
     """
     x = f64(x)
 
@@ -280,16 +285,19 @@ def block(
     def ln(name: str, h: Tensor) -> Tensor:
         return rmsnorm(h, weights[f"{name}.weight"], eps)
 
-    keep = 1.0 if residual else 0.0
+    if residual not in ("both", "attn", "none"):
+        raise ValueError(f"unknown residual {residual!r}")
+    keep_x = 0.0 if residual == "none" else 1.0  # x around attention
+    keep_z = 1.0 if residual == "both" else 0.0  # z around the FFN
     if norm == "pre":
-        z = keep * x + attn(ln("ln1", x))
-        return keep * z + feed_forward(ln("ln2", z))
+        z = keep_x * x + attn(ln("ln1", x))
+        return keep_z * z + feed_forward(ln("ln2", z))
     if norm == "post":
-        z = ln("ln1", keep * x + attn(x))
-        return ln("ln2", keep * z + feed_forward(z))
+        z = ln("ln1", keep_x * x + attn(x))
+        return ln("ln2", keep_z * z + feed_forward(z))
     if norm == "none":
-        z = keep * x + attn(x)
-        return keep * z + feed_forward(z)
+        z = keep_x * x + attn(x)
+        return keep_z * z + feed_forward(z)
     raise ValueError(f"unknown norm {norm!r}")
 
 

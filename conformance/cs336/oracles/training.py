@@ -42,6 +42,52 @@ def cross_entropy_per_position64(logits: Tensor, targets: Tensor) -> Tensor:
     return _cross_entropy(flat, targets.detach().to("cpu").reshape(-1), reduction="none")
 
 
+def _picked(logits: Tensor, targets: Tensor) -> Tensor:
+    """o[target] at every position."""
+    return logits.gather(-1, targets.detach().cpu().unsqueeze(-1)).squeeze(-1)
+
+
+def _f64(logits: Tensor) -> Tensor:
+    return logits.detach().to("cpu", F64)
+
+
+for _item, _cause, _replay in (
+    (
+        "3.cross_entropy",
+        "summed over positions instead of the mean",
+        lambda o, t: cross_entropy_per_position64(o, t).sum(),
+    ),
+    (
+        "3.cross_entropy",
+        "averaged over the vocabulary too (divided by vocab size)",
+        lambda o, t: cross_entropy64(o, t) / o.shape[-1],
+    ),
+    ("3.cross_entropy", "returned the mean of −o[target] without logsumexp", lambda o, t: -_picked(_f64(o), t).mean()),
+    ("3.cross_entropy", "returned mean logsumexp, forgot − o[target]", lambda o, t: _f64(o).logsumexp(-1).mean()),
+    # Computed in float32 as the bug computes it: they reproduce its inf or NaN.
+    (
+        "3.cross_entropy",
+        "no max subtraction: exp(o) overflows to inf (or every exp underflows to 0); "
+        "use logsumexp(o) = max(o) + log Σ exp(o − max(o))",
+        lambda o, t: (o.detach().cpu().float().exp().sum(-1).log() - _picked(o.detach().cpu().float(), t)).mean(),
+    ),
+    (
+        "3.cross_entropy",
+        "log of a softmax probability that underflowed to 0: compute logsumexp(o) − o[target] "
+        "instead of −log softmax(o)[target]",
+        lambda o, t: -_picked(torch.softmax(o.detach().cpu().float(), -1), t).log().mean(),
+    ),
+    ("3.perplexity", "exp of the summed cross-entropy", lambda o, t: cross_entropy_per_position64(o, t).sum().exp()),
+    (
+        "3.perplexity",
+        "mean of per-position exp(CE) instead of exp of the mean",
+        lambda o, t: cross_entropy_per_position64(o, t).exp().mean(),
+    ),
+    ("3.perplexity", "returned the cross-entropy itself (no exp)", cross_entropy64),
+):
+    KNOWN_BUGS.add(_item, _cause, _replay)
+
+
 # --- §3 AdamW --------------------------------------------------------------------
 class AdamWHyper(NamedTuple):
     lr: float
@@ -371,6 +417,13 @@ KNOWN_BUGS.add(
 )
 
 
+@KNOWN_BUGS.register("3.gradient_clipping", "gradients scaled even when the global norm is below max_norm")
+def _always_scaled(grads, max_norm):
+    present = [g.detach().to("cpu", F64) for g in grads if g is not None]
+    scale = max_norm / (math.sqrt(sum(float((g * g).sum()) for g in present)) + 1e-6)
+    return [None if g is None else g.detach().to("cpu", F64) * scale for g in grads]
+
+
 # --- §4 generation -----------------------------------------------------------------
 def temperature_softmax64(logits: Tensor, temperature: float) -> Tensor:
     """softmax(v/τ) over the last dim in float64; τ == 0: one-hot at argmax."""
@@ -390,6 +443,44 @@ def top_p_filter64(probs: Tensor, top_p: float) -> Tensor:
     keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     kept = torch.where(keep, p, torch.zeros_like(p))
     return kept / kept.sum(-1, keepdim=True)
+
+
+def _top_p_count(probs: Tensor, top_p: float, shift: int, *, renormalise: bool = True) -> Tensor:
+    """The most probable tokens, ``shift`` more (or fewer) than the oracle
+    keeps (at least one, at most all)."""
+    p = probs.detach().to("cpu", F64)
+    n = int((top_p_filter64(p, top_p) > 0).sum(-1).max()) + shift
+    order = p.sort(dim=-1, descending=True, stable=True).indices[..., : max(1, min(n, p.shape[-1]))]
+    kept = torch.zeros_like(p).scatter(-1, order, p.gather(-1, order))
+    return kept / kept.sum(-1, keepdim=True) if renormalise else kept
+
+
+for _item, _cause, _replay in (
+    (
+        "4.generation/temperature",
+        "temperature applied after the softmax (softmax(v) / τ)",
+        lambda v, t: torch.softmax(v.double(), -1) / t,
+    ),
+    (
+        "4.generation/temperature",
+        "multiplied by τ instead of dividing (softmax(v·τ))",
+        lambda v, t: torch.softmax(v.double() * t, -1),
+    ),
+    ("4.generation/temperature", "temperature ignored", lambda v, t: torch.softmax(v.double(), -1)),
+    ("4.generation/temperature", "softmax over the wrong dimension", lambda v, t: torch.softmax(v.double() / t, 0)),
+    (
+        "4.generation/top_p",
+        "kept one token too few (stopped before the mass reached p)",
+        lambda probs, p: _top_p_count(probs, p, -1),
+    ),
+    (
+        "4.generation/top_p",
+        "kept one token too many (cumulative mass > p instead of ≥ p)",
+        lambda probs, p: _top_p_count(probs, p, +1),
+    ),
+    ("4.generation/top_p", "not renormalised", lambda probs, p: _top_p_count(probs, p, 0, renormalise=False)),
+):
+    KNOWN_BUGS.add(_item, _cause, _replay)
 
 
 # The float64 LM is SPEC §2's oracle (conformance/cs336/oracles/nn.py, written
