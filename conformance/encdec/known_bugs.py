@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from lmspec.conformance.cs336.oracles import nn as nn_oracle
+from lmspec.conformance.cs336.oracles import nn_bugs
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import VALUES, Conventions, undeclared
 from lmspec.conformance.hints import KnownBugs
@@ -330,17 +330,6 @@ KNOWN_BUGS.add(
 KNOWN_BUGS.add(
     "encdec.alibi", "slopes 2^(−8(k−1)/h) (k from 0)", lambda heads, n: o.alibi_bias(heads, n) * 2.0 ** (8.0 / heads)
 )
-# (x, positions, theta): SPEC §2's rule, on §2's float64 oracle
-KNOWN_BUGS.add(
-    "encdec.rope",
-    "pairs (x_k, x_k+d/2) (rotate-half)",
-    lambda x, pos, theta: nn_oracle.rope(x, pos, theta, pairs="half"),
-)
-KNOWN_BUGS.add(
-    "encdec.rope",
-    "frequency exponent k/d_k instead of 2k/d_k",
-    lambda x, pos, theta: nn_oracle.rope(x, pos, theta, exponent=1.0),
-)
-KNOWN_BUGS.add(
-    "encdec.rope", "inverse rotation (sin sign flipped)", lambda x, pos, theta: nn_oracle.rope(x, pos, theta, sign=-1.0)
-)
+# RoPE is SPEC §2's rule: its known bugs are §2's (x, positions, theta), on §2's float64 oracle
+for _bug in nn_bugs.KNOWN_BUGS.of("2.rope"):
+    KNOWN_BUGS.add("encdec.rope", _bug.cause, _bug.replay)
