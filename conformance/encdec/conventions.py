@@ -2,9 +2,9 @@
 
 A missing ``get_conventions``, or a missing key, means the paper's choice
 (the first value of each key below). An unknown key or value fails every
-test that needs the conventions, naming the allowed values. Hints that
-point at an undeclared convention are made by replaying the other value
-(``alternatives``): shown only when that replay reproduces the output.
+test that needs the conventions, naming the allowed values. A hint that
+points at an undeclared convention replays the other value (``undeclared``
+names it; the replays are known_bugs.py's).
 """
 
 from collections.abc import Callable
@@ -62,24 +62,16 @@ class Conventions:
         """``key='value', ...`` for the given keys (every key by default)."""
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in (keys or [f.name for f in fields(self)]))
 
-    def alternatives(self, *keys: str) -> list[tuple[str, "Conventions"]]:
-        """For each key, the conventions with that key's other value, and the
-        hint that names it: "outputs match pre-norm: declare norm='pre'"."""
-        out = []
-        for key in keys:
-            for value in VALUES[key]:
-                if value != getattr(self, key):
-                    what = DESCRIBE.get((key, value), f"{key}={value!r}")
-                    out.append(
-                        (
-                            f"outputs match {what}: declare {key}={value!r} in get_conventions()",
-                            self.with_(**{key: value}),
-                        )
-                    )
-        return out
-
 
 PAPER = Conventions()
+
+
+def undeclared(key: str, value: str) -> str:
+    """The hint that names an undeclared convention: "outputs match pre-norm:
+    declare norm='pre' in get_conventions()"."""
+    return (
+        f"outputs match {DESCRIBE.get((key, value), f'{key}={value!r}')}: declare {key}={value!r} in get_conventions()"
+    )
 
 
 def expected(conv: Conventions, oracle: Callable[[Conventions], Any], actual: Any, tol: Any) -> Any:

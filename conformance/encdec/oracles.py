@@ -43,6 +43,14 @@ def positions(max_len: int, d_model: int, *, swap: bool = False, halves: bool = 
     return pe
 
 
+def alibi_bias(num_heads: int, seq_len: int) -> Tensor:
+    """``bias[h, i, j] = −m_h (i − j)``, slopes ``m_h = 2^(−8k/h)``, k = 1..h
+    (the rule holds for j ≤ i; above the diagonal it is the same formula)."""
+    slopes = torch.tensor([2.0 ** (-8.0 * k / num_heads) for k in range(1, num_heads + 1)], dtype=F64)
+    pos = torch.arange(seq_len, dtype=F64)
+    return -slopes.view(-1, 1, 1) * (pos.view(-1, 1) - pos)
+
+
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, variant: str, *, eps: float | None = None) -> Tensor:
     return _normalize(f64(x), f64(weight), f64(bias), variant, eps)
 
@@ -107,13 +115,21 @@ def label_smoothing_loss(
 
 
 # --- attention ------------------------------------------------------------------------------------
-def attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, *, scale: float | None = None) -> Tensor:
-    """softmax(Q Kᵀ · scale, masked −∞) V in float64 (scale 1/√d_k by default)."""
+def attention(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, *, scale: float | None = None, fill: float = -math.inf
+) -> Tensor:
+    """softmax(Q Kᵀ · scale, masked ``fill``) V in float64 (scale 1/√d_k by
+    default). The −∞ fill gives a fully masked row NaN; ``UNIFORM_FILL`` gives
+    it uniform weights (the declared default, masked_row="uniform")."""
     q, k, v = f64(Q), f64(K), f64(V)
     scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if mask is not None:
-        scores = scores.masked_fill(~mask.to("cpu", torch.bool), -math.inf)
+        scores = scores.masked_fill(~mask.to("cpu", torch.bool), fill)
     return torch.softmax(scores, dim=-1) @ v
+
+
+#: the lowest float64: a masked key's weight is exp(min − max) = 0, a fully masked row is uniform
+UNIFORM_FILL = torch.finfo(F64).min
 
 
 def _heads_mask(mask: Tensor | None, batch: int, heads: int, n: int, m: int) -> Tensor | None:
@@ -135,15 +151,19 @@ def _mha_state(weights: Mapping[str, Tensor], prefix: str = "") -> dict[str, Ten
     }
 
 
-def mha(d_model: int, num_heads: int, weights: Mapping[str, Tensor], query, key, value, mask=None) -> Tensor:
-    """torch.nn.MultiheadAttention (float64, batch_first) with the Q, K, V weights stacked."""
+def mha(
+    d_model: int, num_heads: int, weights: Mapping[str, Tensor], query, key, value, mask=None, *, uniform=False
+) -> Tensor:
+    """torch.nn.MultiheadAttention (float64, batch_first) with the Q, K, V
+    weights stacked. A fully masked row is NaN, or uniform with ``uniform``."""
     layer = torch.nn.MultiheadAttention(d_model, num_heads, dropout=0.0, batch_first=True, dtype=F64)
     layer.load_state_dict(_mha_state(weights))
     q, k, v = f64(query), f64(key), f64(value)
+    masked = _heads_mask(mask, q.shape[0], num_heads, q.shape[1], k.shape[1])
+    if uniform and masked is not None:  # an additive mask of the lowest float64 instead of −∞
+        masked = torch.zeros(masked.shape, dtype=F64).masked_fill(masked, UNIFORM_FILL)
     with torch.no_grad():
-        out, _ = layer(
-            q, k, v, attn_mask=_heads_mask(mask, q.shape[0], num_heads, q.shape[1], k.shape[1]), need_weights=False
-        )
+        out, _ = layer(q, k, v, attn_mask=masked, need_weights=False)
     return out
 
 

@@ -11,8 +11,6 @@ blocks of d_model / h, separate query, key and value inputs. Oracle:
 torch.nn.MultiheadAttention in float64 with in_proj_weight = Q, K, V stacked.
 """
 
-import math
-
 import pytest
 import torch
 
@@ -20,6 +18,8 @@ from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
 
 SEEDS = [0, 1, 2]
 strict = pytest.mark.strict
@@ -34,13 +34,25 @@ def _attention_case(seed: int, lead: tuple[int, ...] = (2,), n: int = 5, m: int 
     return q, k, v, mask
 
 
-def _attention_hints(q, k, v, mask):
-    return [
-        ("mask polarity inverted (True must mean 'may attend')", lambda: o.attention(q, k, v, ~mask)),
-        ("missing 1/sqrt(d_k) scaling", lambda: o.attention(q, k, v, mask, scale=1.0)),
-        ("scaled by 1/d_k instead of 1/sqrt(d_k)", lambda: o.attention(q, k, v, mask, scale=1.0 / q.shape[-1])),
-        ("mask ignored", lambda: o.attention(q, k, v)),
-    ]
+def _causal_case(seed: int, n: int = 6, d: int = 8):
+    g = c.generator(seed)
+    q, k, v = (c.randn(g, 2, n, d) for _ in range(3))
+    return q, k, v, c.target_mask(c.tokens(g, [n, n - 2], n, 11, start=True))
+
+
+def _observed(run_attention, case):
+    """The implementation's attention on ``case`` (Q, K, V, mask or None), and
+    the known bugs' replays there."""
+    q, k, v, mask = case
+    out = run_attention(*c.fresh(q, k, v)) if mask is None else run_attention(*c.fresh(q, k, v, mask))
+    return out, KNOWN_BUGS.thunks("encdec.attention", q, k, v, mask)
+
+
+# Second inputs: other lengths and d_k, rows with and without padding (an
+# inverted mask and an ignored one differ), d_k > 1 (the scalings differ).
+SECOND_PADDED = (_attention_case(10, n=4, m=6, d=16), _attention_case(11, n=6, m=4, d=16))
+SECOND_CAUSAL = (_causal_case(10, n=7, d=16), _causal_case(11, n=5, d=16))
+SECOND_UNMASKED = tuple((q, k, v, None) for q, k, v, _ in SECOND_PADDED)
 
 
 @pytest.mark.spec("encdec.attention")
@@ -48,15 +60,17 @@ def _attention_hints(q, k, v, mask):
 @pytest.mark.parametrize(("n", "m"), [(5, 7), (6, 3)])
 def test_attention_n_ne_m(run_attention, seed, n, m):
     """Decoder queries over encoder keys (n ≠ m) under a padding mask (batch, 1, m)."""
-    q, k, v, mask = _attention_case(seed, n=n, m=m)
-    out = run_attention(*c.fresh(q, k, v, mask))
+    case = _attention_case(seed, n=n, m=m)
+    q, k, v, mask = case
+    out, bugs = _observed(run_attention, case)
     assert_shape(out, (2, n, 8), rule="attention output is (batch, n, d_v)")
     assert_close(
         out,
         o.attention(q, k, v, mask),
         c.TOL_LAYER,
         rule="softmax(Q Kᵀ / √d_k, masked) V (float32 vs float64)",
-        hints=_attention_hints(q, k, v, mask),
+        hints=bugs,
+        again=lambda: _observed(run_attention, other(case, *SECOND_PADDED)),
         context=f"Q{tuple(q.shape)} K{tuple(k.shape)} mask{tuple(mask.shape)}",
     )
 
@@ -65,15 +79,16 @@ def test_attention_n_ne_m(run_attention, seed, n, m):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_attention_causal_mask(run_attention, seed):
     """A (batch, n, n) target mask (padding AND causal)."""
-    g = c.generator(seed)
-    q, k, v = (c.randn(g, 2, 6, 8) for _ in range(3))
-    mask = c.target_mask(c.tokens(g, [6, 4], 6, 11, start=True))
+    case = _causal_case(seed)
+    q, k, v, mask = case
+    out, bugs = _observed(run_attention, case)
     assert_close(
-        run_attention(*c.fresh(q, k, v, mask)),
+        out,
         o.attention(q, k, v, mask),
         c.TOL_LAYER,
         rule="attention under the target mask (float32 vs float64)",
-        hints=_attention_hints(q, k, v, mask),
+        hints=bugs,
+        again=lambda: _observed(run_attention, other(case, *SECOND_CAUSAL)),
         context=f"Q{tuple(q.shape)}, mask {mask.int().tolist()}",
     )
 
@@ -81,13 +96,16 @@ def test_attention_causal_mask(run_attention, seed):
 @pytest.mark.spec("encdec.attention")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_attention_without_mask(run_attention, seed):
-    q, k, v, _ = _attention_case(seed)
+    case = (*_attention_case(seed)[:3], None)
+    q, k, v, _ = case
+    out, bugs = _observed(run_attention, case)
     assert_close(
-        run_attention(*c.fresh(q, k, v)),
+        out,
         o.attention(q, k, v),
         c.TOL_LAYER,
         rule="attention without a mask (float32 vs float64)",
-        hints=[("missing 1/sqrt(d_k) scaling", lambda: o.attention(q, k, v, scale=1.0))],
+        hints=bugs,
+        again=lambda: _observed(run_attention, other(case, *SECOND_UNMASKED)),
     )
 
 
@@ -126,23 +144,42 @@ def test_attention_heads_axis(run_attention, seed):
     )
 
 
+def _fully_masked_case(seed: int, row: tuple[int, int]):
+    """Attention inputs whose query ``row`` (batch, position) has every key masked."""
+    q, k, v, _ = _attention_case(seed)
+    mask = torch.ones(2, 5, 7, dtype=torch.bool)
+    mask[row] = False
+    return q, k, v, mask, row
+
+
+def _observed_row(run_attention, case):
+    """The implementation's output on ``case``, its fully masked row, and the
+    replays of that row."""
+    q, k, v, mask, row = case
+    out = torch.as_tensor(run_attention(*c.fresh(q, k, v, mask))).detach().cpu().double()
+    bugs = KNOWN_BUGS.thunks("encdec.attention/masked_row", q, k, v, mask)
+    return out, out[row], [(cause, lambda f=f: f()[row]) for cause, f in bugs]
+
+
+SECOND_FULLY_MASKED = _fully_masked_case(1, (1, 4))
+
+
 @pytest.mark.spec("encdec.attention")
 @strict
 def test_attention_fully_masked_row_as_declared(run_attention, conventions):  # noqa: F811
     """STRICT: a query whose keys are all masked gets uniform weights (a large
     negative fill, declared "uniform") or NaN (a −∞ fill, declared "nan")."""
-    q, k, v, _ = _attention_case(0)
-    mask = torch.ones(2, 5, 7, dtype=torch.bool)
-    mask[0, 2] = False
-    out = torch.as_tensor(run_attention(*c.fresh(q, k, v, mask))).detach().cpu().double()
-    row = out[0, 2]
+    case = _fully_masked_case(0, (0, 2))
+    q, k, v, mask, _ = case
+    out, row, bugs = _observed_row(run_attention, case)
     if conventions.masked_row == "uniform":
         assert_close(
             row,
             o.f64(v[0]).mean(0),
             c.TOL_LAYER,
             rule="a fully masked row gets uniform weights (declared masked_row='uniform', the default)",
-            hints=[("NaN for a fully masked row: declare masked_row='nan'", lambda: torch.full_like(row, math.nan))],
+            hints=bugs,
+            again=lambda: _observed_row(run_attention, SECOND_FULLY_MASKED)[1:],
         )
     else:
         assert bool(row.isnan().all()), f"declared masked_row='nan' but the fully masked row is {row.tolist()}"
@@ -160,14 +197,36 @@ def _mha_case(seed: int, d: int = 16, h: int = 4, n: int = 5, m: int = 7):
     return w, x, memory, mask
 
 
-def _mha_hints(d, h, w, query, key, value, mask):
-    no_bias = {k: (torch.zeros_like(t) if k.endswith("bias") else t) for k, t in w.items()}
-    return [
-        ("biases ignored", lambda: o.mha(d, h, no_bias, query, key, value, mask)),
-        ("keys and values from the query input", lambda: o.mha(d, h, w, query, query, query, None)),
-        ("mask polarity inverted", lambda: o.mha(d, h, w, query, key, value, ~mask)),
-        ("mask ignored", lambda: o.mha(d, h, w, query, key, value, None)),
-    ]
+def _cross_case(seed: int, d: int, h: int):
+    w, x, memory, mask = _mha_case(seed, d, h)
+    return d, h, w, x, memory, memory, mask
+
+
+def _separate_case(seed: int, d: int = 16, h: int = 4):
+    w, x, memory, mask = _mha_case(seed, d, h)
+    return d, h, w, x, memory, c.randn(c.generator(seed + 7), *memory.shape), mask
+
+
+def _self_case(seed: int, d: int = 16, h: int = 4):
+    w, x, _, _ = _mha_case(seed, d, h)
+    return d, h, w, x, x, x, c.target_mask(c.tokens(c.generator(seed), [5, 3], 5, 11, start=True))
+
+
+def _observed_mha(run_multihead_attention, case):
+    """The implementation's output on ``case`` (d_model, heads, weights, query,
+    key, value, mask), and the known bugs' replays there."""
+    d, h, *inputs = case
+    names = ("weights", "query", "key", "value", "mask")
+    out = run_multihead_attention(d_model=d, num_heads=h, **dict(zip(names, c.fresh(*inputs))))
+    return out, KNOWN_BUGS.thunks("encdec.mha", *case)
+
+
+# Second inputs: d_model 24 with 3 heads (d_k = 8, d_k² ≠ d_model: scaling by
+# 1/d_k and by 1/sqrt(d_model) differ; more than one head: interleaved and
+# contiguous heads differ), then 12 with 2.
+SECOND_CROSS = (_cross_case(5, 24, 3), _cross_case(6, 12, 2))
+SECOND_SEPARATE = (_separate_case(5, 24, 3), _separate_case(6, 12, 2))
+SECOND_SELF = (_self_case(5, 24, 3), _self_case(6, 12, 2))
 
 
 @pytest.mark.spec("encdec.mha")
@@ -176,19 +235,17 @@ def _mha_hints(d, h, w, query, key, value, mask):
 def test_mha_cross_attention(run_multihead_attention, seed, d, h):
     """Queries from the decoder (n = 5), keys and values from the encoder
     (m = 7), the source padding mask (batch, 1, m)."""
-    w, x, memory, mask = _mha_case(seed, d, h)
-    out = run_multihead_attention(
-        d_model=d,
-        num_heads=h,
-        **dict(zip(("weights", "query", "key", "value", "mask"), c.fresh(w, x, memory, memory, mask))),
-    )
+    case = _cross_case(seed, d, h)
+    _, _, w, x, memory, _, mask = case
+    out, bugs = _observed_mha(run_multihead_attention, case)
     assert_shape(out, (2, 5, d), rule="multi-head attention output is (batch, n, d_model)")
     assert_close(
         out,
         o.mha(d, h, w, x, memory, memory, mask),
         c.TOL_LAYER,
         rule="multi-head cross-attention vs torch.nn.MultiheadAttention (float64)",
-        hints=_mha_hints(d, h, w, x, memory, memory, mask),
+        hints=bugs,
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS)),
         context=f"d_model={d}, heads={h}, query{tuple(x.shape)}, key/value{tuple(memory.shape)}",
     )
 
@@ -197,22 +254,15 @@ def test_mha_cross_attention(run_multihead_attention, seed, d, h):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mha_separate_key_and_value(run_multihead_attention, seed):
     """Three different inputs: query, key and value are each projected by their own weights."""
-    w, x, memory, mask = _mha_case(seed)
-    value = c.randn(c.generator(seed + 7), *memory.shape)
-    out = run_multihead_attention(
-        d_model=16,
-        num_heads=4,
-        **dict(zip(("weights", "query", "key", "value", "mask"), c.fresh(w, x, memory, value, mask))),
-    )
+    case = _separate_case(seed)
+    out, bugs = _observed_mha(run_multihead_attention, case)
     assert_close(
         out,
-        o.mha(16, 4, w, x, memory, value, mask),
+        o.mha(*case),
         c.TOL_LAYER,
         rule="multi-head attention with query, key and value all different",
-        hints=[
-            ("values taken from the key input", lambda: o.mha(16, 4, w, x, memory, memory, mask)),
-            *_mha_hints(16, 4, w, x, memory, value, mask),
-        ],
+        hints=bugs,
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE)),
     )
 
 
@@ -220,17 +270,15 @@ def test_mha_separate_key_and_value(run_multihead_attention, seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mha_self_attention_target_mask(run_multihead_attention, seed):
     """Self-attention under a (batch, n, n) target mask, shared by every head."""
-    w, x, _, _ = _mha_case(seed)
-    mask = c.target_mask(c.tokens(c.generator(seed), [5, 3], 5, 11, start=True))
-    out = run_multihead_attention(
-        d_model=16, num_heads=4, **dict(zip(("weights", "query", "key", "value", "mask"), c.fresh(w, x, x, x, mask)))
-    )
+    case = _self_case(seed)
+    out, bugs = _observed_mha(run_multihead_attention, case)
     assert_close(
         out,
-        o.mha(16, 4, w, x, x, x, mask),
+        o.mha(*case),
         c.TOL_LAYER,
         rule="masked multi-head self-attention vs torch.nn.MultiheadAttention (float64)",
-        hints=_mha_hints(16, 4, w, x, x, x, mask),
+        hints=bugs,
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF)),
     )
 
 

@@ -16,18 +16,33 @@ from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import conventions, expected  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
 
 SEEDS = [0, 1, 2]
 KEYS = ("norm", "layer_norm", "activation")
 SHAPES = [(16, 4, 32), (12, 2, 24)]
 
 
-def _encoder_case(seed: int, d: int, d_ff: int):
+def _encoder_case(seed: int, d: int, h: int, d_ff: int):
     g = c.generator(400 + seed)
     w = c.encoder_layer_weights(g, d, d_ff)
     x = c.randn(g, 2, 7, d)
     mask = c.source_mask(c.tokens(g, [7, 5], 7, 11))
-    return w, x, mask
+    return d, h, d_ff, w, x, mask
+
+
+def _observed_encoder(run_encoder_layer, case, conv):
+    """The implementation's encoder layer on ``case`` (d_model, heads, d_ff,
+    weights, x, src_mask), and the known bugs' replays there."""
+    d, h, d_ff, *inputs = case
+    names = ("weights", "in_features", "src_mask")
+    out = run_encoder_layer(d_model=d, num_heads=h, d_ff=d_ff, **dict(zip(names, c.fresh(*inputs))))
+    return out, KNOWN_BUGS.thunks("encdec.encoder_layer", *case, conv)
+
+
+# Second inputs: other widths (d_model 24 over 3 heads, then 8 over 2), padding in one row.
+SECOND_ENCODER = (_encoder_case(7, 24, 3, 48), _encoder_case(8, 8, 2, 32))
 
 
 @pytest.mark.spec("encdec.encoder_layer")
@@ -36,22 +51,17 @@ def _encoder_case(seed: int, d: int, d_ff: int):
 def test_encoder_layer(run_encoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
     """Self-attention under the source mask, then the FFN, each in a residual
     block (post-norm LN(x + sublayer(x)), or pre-norm x + sublayer(LN(x)) when declared)."""
-    w, x, mask = _encoder_case(seed, d, d_ff)
-    out = run_encoder_layer(
-        d_model=d, num_heads=h, d_ff=d_ff, **dict(zip(("weights", "in_features", "src_mask"), c.fresh(w, x, mask)))
-    )
+    case = _encoder_case(seed, d, h, d_ff)
+    x, mask = case[-2:]
+    out, bugs = _observed_encoder(run_encoder_layer, case, conventions)
     assert_shape(out, (2, 7, d), rule="encoder layer output is (batch, src_len, d_model)")
-    hints = [
-        (why, lambda alt=alt: o.encoder_layer(d, h, d_ff, w, x, mask, alt))
-        for why, alt in conventions.alternatives(*KEYS)
-    ]
-    hints.append(("source mask ignored", lambda: o.encoder_layer(d, h, d_ff, w, x, None, conventions)))
     assert_close(
         out,
-        expected(conventions, lambda conv: o.encoder_layer(d, h, d_ff, w, x, mask, conv), out, c.TOL_LAYER),
+        expected(conventions, lambda conv: o.encoder_layer(*case, conv), out, c.TOL_LAYER),
         c.TOL_LAYER,
         rule=f"encoder layer vs torch.nn.TransformerEncoderLayer (float64; declared {conventions.declared(*KEYS)})",
-        hints=hints,
+        hints=bugs,
+        again=lambda: _observed_encoder(run_encoder_layer, other(case, *SECOND_ENCODER), conventions),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, src_mask {mask.int().tolist()}",
     )
 
@@ -72,29 +82,35 @@ def _call_decoder(run_decoder_layer, d, h, d_ff, w, x, memory, src_mask, tgt_mas
     )
 
 
+def _observed_decoder(run_decoder_layer, case, conv):
+    """The implementation's decoder layer on ``case`` (d_model, heads, d_ff,
+    weights, x, memory, src_mask, tgt_mask), and the known bugs' replays there."""
+    return _call_decoder(run_decoder_layer, *case), KNOWN_BUGS.thunks("encdec.decoder_layer", *case, conv)
+
+
+# Second inputs: other widths and lengths (n = 6 over m = 4, then n = 4 over m = 8).
+SECOND_DECODER = (
+    (24, 3, 48, *_decoder_case(7, 24, 48, n=6, m=4)),
+    (8, 2, 32, *_decoder_case(8, 8, 32, n=4, m=8)),
+)
+
+
 @pytest.mark.spec("encdec.decoder_layer")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("d", "h", "d_ff"), SHAPES)
 def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
     """Masked self-attention, cross-attention over the encoder output (m = 7 ≠ n = 5), FFN."""
-    w, x, memory, src_mask, tgt_mask = _decoder_case(seed, d, d_ff)
-    out = _call_decoder(run_decoder_layer, d, h, d_ff, w, x, memory, src_mask, tgt_mask)
+    case = (d, h, d_ff, *_decoder_case(seed, d, d_ff))
+    x, memory = case[4], case[5]
+    out, bugs = _observed_decoder(run_decoder_layer, case, conventions)
     assert_shape(out, (2, 5, d), rule="decoder layer output is (batch, tgt_len, d_model)")
-
-    def oracle(conv=conventions, src=src_mask, tgt=tgt_mask):
-        return o.decoder_layer(d, h, d_ff, w, x, memory, src, tgt, conv)
-
-    hints = [(why, lambda alt=alt: oracle(alt)) for why, alt in conventions.alternatives(*KEYS)]
-    hints += [
-        ("target mask ignored (not causal)", lambda: oracle(tgt=None)),
-        ("source mask ignored in cross-attention", lambda: oracle(src=None)),
-    ]
     assert_close(
         out,
-        expected(conventions, oracle, out, c.TOL_LAYER),
+        expected(conventions, lambda conv: o.decoder_layer(*case, conv), out, c.TOL_LAYER),
         c.TOL_LAYER,
         rule=f"decoder layer vs torch.nn.TransformerDecoderLayer (float64; declared {conventions.declared(*KEYS)})",
-        hints=hints,
+        hints=bugs,
+        again=lambda: _observed_decoder(run_decoder_layer, other(case, *SECOND_DECODER), conventions),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, memory{tuple(memory.shape)}",
     )
 

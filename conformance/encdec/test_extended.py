@@ -12,24 +12,39 @@ from lmspec.conformance.cs336.oracles import nn as nn_oracle
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
+
+
+def _observed_alibi(run_alibi_bias, heads, n):
+    """The implementation's bias on and below the diagonal, and the known bugs' there."""
+    out = torch.as_tensor(run_alibi_bias(num_heads=heads, seq_len=n)).detach().cpu().double()
+    lower = torch.ones(n, n, dtype=torch.bool).tril().expand(heads, n, n)
+    bugs = [(cause, lambda f=f: f()[lower]) for cause, f in KNOWN_BUGS.thunks("encdec.alibi", heads, n)]
+    return out, lower, bugs
+
+
+SECOND_ALIBI = ((2, 7), (16, 4))
 
 
 @pytest.mark.spec("encdec.alibi")
 @pytest.mark.parametrize(("heads", "n"), [(8, 6), (4, 5)])
 def test_alibi_bias(run_alibi_bias, heads, n):
     """bias[h, i, j] = −m_h (i − j) for j ≤ i, slopes m_h = 2^(−8k/h), k = 1..h."""
-    out = torch.as_tensor(run_alibi_bias(num_heads=heads, seq_len=n)).detach().cpu().double()
+    out, lower, bugs = _observed_alibi(run_alibi_bias, heads, n)
     assert_shape(out, (heads, n, n), rule="ALiBi bias is (num_heads, seq_len, seq_len)")
-    slopes = torch.tensor([2.0 ** (-8.0 * k / heads) for k in range(1, heads + 1)], dtype=torch.float64)
-    pos = torch.arange(n, dtype=torch.float64)
-    expected = -slopes.view(-1, 1, 1) * (pos.view(-1, 1) - pos)
-    lower = torch.ones(n, n, dtype=torch.bool).tril().expand(heads, n, n)
+
+    def second():
+        again, again_lower, again_bugs = _observed_alibi(run_alibi_bias, *other((heads, n), *SECOND_ALIBI))
+        return again[again_lower], again_bugs
+
     assert_close(
         out[lower],
-        expected[lower],
+        o.alibi_bias(heads, n)[lower],
         c.TOL_FORMULA,
         rule="ALiBi −m_h (i − j) on and below the diagonal",
-        hints=[("slopes 2^(−8(k−1)/h) (k from 0)", lambda: (expected * (2.0 ** (8.0 / heads)))[lower])],
+        hints=bugs,
+        again=second,
     )
 
 
@@ -44,32 +59,41 @@ def test_local_attention_mask(run_local_attention_mask, n, window):
     assert_equal(out.tolist(), expected.tolist(), rule=f"local attention mask, window {window}")
 
 
+def _rope_case(seed: int, shape: tuple[int, ...], theta: float):
+    """Input and per-token positions (from 0..15, shuffled); a 4-D input gets (batch, 1, seq) positions."""
+    g = c.generator(seed)
+    x = c.randn(g, *shape)
+    positions = torch.stack([torch.randperm(16, generator=g)[: shape[-2]] for _ in range(shape[0])])
+    return x, positions.unsqueeze(1) if len(shape) == 4 else positions, theta
+
+
+def _observed_rope(run_rotary_embedding, case):
+    x, positions, theta = case
+    out = run_rotary_embedding(
+        d_k=x.shape[-1], theta=theta, max_seq_len=16, in_query_or_key=x.clone(), token_positions=positions.clone()
+    )
+    return out, KNOWN_BUGS.thunks("encdec.rope", *case)
+
+
+SECOND_ROPE = (_rope_case(910, (2, 7, 12), 10000.0), _rope_case(911, (2, 2, 4, 8), 1000.0))
+
+
 @pytest.mark.spec("encdec.rope")
 @pytest.mark.parametrize(("shape", "theta"), [((2, 6, 8), 10000.0), ((2, 3, 5, 16), 500.0)])
 def test_rope(run_rotary_embedding, shape, theta):
     """Pair k = (x_2k, x_2k+1) at position i rotated by θ_{i,k} = i / theta^(2k/d_k)
     (SPEC §2), positions given per token (not 0..seq-1)."""
-    g = c.generator(900 + len(shape))
-    x = c.randn(g, *shape)
-    d_k, seq = shape[-1], shape[-2]
-    max_seq_len = 16
-    positions = torch.stack([torch.randperm(max_seq_len, generator=g)[:seq] for _ in range(shape[0])])
-    if len(shape) == 4:
-        positions = positions.unsqueeze(1)  # (batch, 1, seq) against (batch, heads, seq, d_k)
-    out = run_rotary_embedding(
-        d_k=d_k, theta=theta, max_seq_len=max_seq_len, in_query_or_key=x.clone(), token_positions=positions.clone()
-    )
+    case = _rope_case(900 + len(shape), shape, theta)
+    positions = case[1]
+    out, bugs = _observed_rope(run_rotary_embedding, case)
     assert_shape(out, shape, rule="RoPE keeps the input's shape")
     assert_close(
         out,
-        nn_oracle.rope(x, positions, theta),
+        nn_oracle.rope(*case),
         c.TOL_FORMULA,
         rule="RoPE rotates adjacent pairs (x_2k, x_2k+1) by i / theta^(2k/d_k) (float32 vs float64)",
-        hints=[
-            ("pairs (x_k, x_k+d/2) (rotate-half)", lambda: nn_oracle.rope(x, positions, theta, pairs="half")),
-            ("frequency exponent k/d_k instead of 2k/d_k", lambda: nn_oracle.rope(x, positions, theta, exponent=1.0)),
-            ("inverse rotation (sin sign flipped)", lambda: nn_oracle.rope(x, positions, theta, sign=-1.0)),
-        ],
+        hints=bugs,
+        again=lambda: _observed_rope(run_rotary_embedding, other(case, *SECOND_ROPE)),
         context=f"x{tuple(shape)}, theta={theta}, positions {positions.tolist()}",
     )
 

@@ -14,27 +14,39 @@ from lmspec.conformance.asserts import assert_close
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import other
+
+
+def _observed_rates(run_rate, steps, d_model, factor, warmup):
+    """The implementation's rates at ``steps``, and the known bugs' replays there."""
+    rates = torch.tensor([float(run_rate(step=s, d_model=d_model, factor=factor, warmup=warmup)) for s in steps])
+    replays = [
+        (cause, lambda f=f: torch.tensor([f(s, d_model, factor, warmup) for s in steps], dtype=torch.float64))
+        for cause, f in KNOWN_BUGS.causes("encdec.rate").items()
+    ]
+    return rates, replays
+
+
+#: The second input of the rate test: a whole schedule, from step 0 through
+#: the warmup to the decay (one step can look like several bugs: at step 100
+#: of a warmup of 4000, the max of the two terms and a warmup exponent of −0.5
+#: give the same rate).
+SECOND_RATES = ((0, 1, 5, 300, 999, 1000, 1001, 30000), 1024, 0.5, 1000)
 
 
 @pytest.mark.spec("encdec.rate")
 @pytest.mark.parametrize("step", [0, 1, 100, 3999, 4000, 4001, 20000])
 @pytest.mark.parametrize(("d_model", "factor", "warmup"), [(512, 1.0, 4000), (256, 2.0, 400)])
 def test_rate(run_rate, step, d_model, factor, warmup):
-    rate = run_rate(step=step, d_model=d_model, factor=factor, warmup=warmup)
-    hints = [
-        ("step 0 not treated as 1", lambda: 0.0),
-        (
-            "warmup exponent -0.5 instead of -1.5",
-            lambda: factor * d_model**-0.5 * min(max(step, 1) ** -0.5, max(step, 1) * warmup**-0.5),
-        ),
-        ("d_model^-0.5 missing", lambda: factor * min(max(step, 1) ** -0.5, max(step, 1) * warmup**-1.5)),
-    ]
+    rate, bugs = _observed_rates(run_rate, [step], d_model, factor, warmup)
     assert_close(
-        torch.tensor(float(rate)),
-        torch.tensor(o.rate(step, d_model, factor, warmup), dtype=torch.float64),
+        rate,
+        torch.tensor([o.rate(step, d_model, factor, warmup)], dtype=torch.float64),
         c.TOL_SCALAR,
         rule="rate = factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5), step 0 as 1",
-        hints=hints,
+        hints=bugs,
+        again=lambda: _observed_rates(run_rate, *SECOND_RATES),
         context=f"step={step}, d_model={d_model}, factor={factor}, warmup={warmup}",
     )
 
@@ -53,17 +65,21 @@ def _inputs(logits, conv):
     return torch.log_softmax(logits, dim=-1) if conv.output == "log_probs" else logits.clone()
 
 
-def _with_pad_mass(logits, target, smoothing, pad_id, conv):
-    """Replay: the annotated distribution without zeroing the padding class (ε / (V − 2) on it too)."""
-    vocab = logits.shape[-1]
-    log_p = torch.log_softmax(o.f64(logits), dim=-1)
-    keep = target != pad_id
-    q = torch.full((int(keep.sum()), vocab), smoothing / (vocab - 2), dtype=torch.float64)
-    q.scatter_(1, target[keep].unsqueeze(1), 1 - smoothing)
-    rows = -(q * log_p[keep]).sum(-1)
-    if conv.smoothing_loss == "kl":
-        rows = rows + torch.xlogy(q, q).sum(-1)
-    return rows.mean()
+def _observed_smoothing(run_label_smoothing_loss, case, conv):
+    """The implementation's loss on ``case`` (logits, target, smoothing,
+    pad_id), and the known bugs' replays there."""
+    logits, target, smoothing, pad_id = case
+    loss = run_label_smoothing_loss(
+        logits=_inputs(logits, conv), target=target.clone(), smoothing=smoothing, pad_id=pad_id
+    )
+    return torch.as_tensor(loss).detach().reshape(()), KNOWN_BUGS.thunks("encdec.label_smoothing", *case, conv)
+
+
+# Second inputs: another vocabulary, smoothing and padding id, 16 rows.
+SECOND_SMOOTHING = (
+    (*_smoothing_case(5, rows=16, vocab=9, pad_id=1), 0.15, 1),
+    (*_smoothing_case(6, rows=16, vocab=13, pad_id=0), 0.05, 0),
+)
 
 
 @pytest.mark.spec("encdec.label_smoothing")
@@ -71,32 +87,17 @@ def _with_pad_mass(logits, target, smoothing, pad_id, conv):
 @pytest.mark.parametrize(("smoothing", "pad_id"), [(0.1, 0), (0.2, 2)])
 def test_label_smoothing_loss(run_label_smoothing_loss, conventions, seed, smoothing, pad_id):  # noqa: F811
     """(rows, vocab) scores and (rows,) targets with some padding rows."""
-    logits, target = _smoothing_case(seed, pad_id=pad_id)
-    loss = run_label_smoothing_loss(
-        logits=_inputs(logits, conventions), target=target.clone(), smoothing=smoothing, pad_id=pad_id
-    )
-    hints = [
-        (why, lambda alt=alt: o.label_smoothing_loss(logits, target, smoothing, pad_id, alt))
-        for why, alt in conventions.alternatives("label_smoothing", "smoothing_loss")
-    ]
-    hints += [
-        (
-            "padding rows counted in the mean",
-            lambda: o.label_smoothing_loss(logits, target, smoothing, pad_id, conventions, count_pad=True),
-        ),
-        ("smoothing mass on the padding class", lambda: _with_pad_mass(logits, target, smoothing, pad_id, conventions)),
-        (
-            "summed over rows instead of the mean",
-            lambda: o.label_smoothing_loss(logits, target, smoothing, pad_id, conventions) * (target != pad_id).sum(),
-        ),
-    ]
+    case = (*_smoothing_case(seed, pad_id=pad_id), smoothing, pad_id)
+    logits, target, _, _ = case
+    loss, bugs = _observed_smoothing(run_label_smoothing_loss, case, conventions)
     assert_close(
-        torch.as_tensor(loss).detach().reshape(()),
-        o.label_smoothing_loss(logits, target, smoothing, pad_id, conventions),
+        loss,
+        o.label_smoothing_loss(*case, conventions),
         c.TOL_SCALAR,
         rule=f"label-smoothed loss (declared label_smoothing={conventions.label_smoothing!r}, "
         f"smoothing_loss={conventions.smoothing_loss!r}), mean over non-padding rows",
-        hints=hints,
+        hints=bugs,
+        again=lambda: _observed_smoothing(run_label_smoothing_loss, other(case, *SECOND_SMOOTHING), conventions),
         context=f"smoothing={smoothing}, pad_id={pad_id}, target={target.tolist()}, vocab {logits.shape[-1]}",
     )
 

@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "head slopes 2^(-8(k-1)/h), k from 0",
     "run": ["encdec.alibi"],
     "profile": "encdec",
+    "hinted": ["slopes 2^(−8(k−1)/h)"],
 }

@@ -19,4 +19,5 @@ MUTANT = {
     "bug": "attention fills the allowed scores (mask polarity inverted)",
     "run": ["encdec.attention"],
     "profile": "encdec",
+    "hinted": ["mask polarity inverted"],
 }

@@ -19,4 +19,5 @@ MUTANT = {
     "bug": "masked scores set to 0 instead of a large negative value",
     "run": ["encdec.attention"],
     "profile": "encdec",
+    "hinted": ["masked scores set to 0"],
 }

@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "attention scores without 1/sqrt(d_k)",
     "run": ["encdec.attention"],
     "profile": "encdec",
+    "hinted": ["missing 1/sqrt(d_k) scaling"],
 }

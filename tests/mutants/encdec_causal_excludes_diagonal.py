@@ -15,4 +15,5 @@ MUTANT = {
     "bug": "causal mask excludes the diagonal (j < i)",
     "run": ["encdec.masks"],
     "profile": "encdec",
+    "hinted": ["causal mask excludes the diagonal"],
 }

@@ -15,4 +15,5 @@ MUTANT = {
     "bug": "causal mask off by one (query i also sees key i + 1)",
     "run": ["encdec.masks"],
     "profile": "encdec",
+    "hinted": ["causal mask off by one"],
 }

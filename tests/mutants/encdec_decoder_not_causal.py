@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "decoder self-attention without the target mask",
     "run": ["encdec.decoder_layer"],
     "profile": "encdec",
+    "hinted": ["target mask ignored (not causal)"],
 }

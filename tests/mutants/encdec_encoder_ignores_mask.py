@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "encoder self-attention ignores the source mask",
     "run": ["encdec.encoder_layer"],
     "profile": "encdec",
+    "hinted": ["source mask ignored"],
 }

@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "pre-norm layers (with final norms) while declaring nothing (post-norm)",
     "run": ["encdec.encoder_layer"],
     "profile": "encdec",
+    "hinted": ["declare norm='pre'"],
 }

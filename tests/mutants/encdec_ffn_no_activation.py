@@ -10,4 +10,10 @@ def _forward(self, x):
 
 _layers.FeedForward.forward = _forward
 
-MUTANT = {"spec": "encdec.ffn", "bug": "no activation between fc1 and fc2", "run": ["encdec.ffn"], "profile": "encdec"}
+MUTANT = {
+    "spec": "encdec.ffn",
+    "bug": "no activation between fc1 and fc2",
+    "run": ["encdec.ffn"],
+    "profile": "encdec",
+    "hinted": ["no activation between fc1 and fc2"],
+}

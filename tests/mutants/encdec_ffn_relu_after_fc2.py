@@ -10,4 +10,10 @@ def _forward(self, x):
 
 _layers.FeedForward.forward = _forward
 
-MUTANT = {"spec": "encdec.ffn", "bug": "ReLU on the wrong side (after fc2)", "run": ["encdec.ffn"], "profile": "encdec"}
+MUTANT = {
+    "spec": "encdec.ffn",
+    "bug": "ReLU on the wrong side (after fc2)",
+    "run": ["encdec.ffn"],
+    "profile": "encdec",
+    "hinted": ["ReLU after fc2"],
+}

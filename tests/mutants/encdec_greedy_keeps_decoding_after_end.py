@@ -30,4 +30,5 @@ MUTANT = {
     "bug": "a row that appended end_id keeps decoding (not padded with end_id)",
     "run": ["encdec.greedy"],
     "profile": "encdec",
+    "hinted": ["keeps decoding instead of being padded with end_id"],
 }

@@ -16,4 +16,5 @@ MUTANT = {
     "bug": "gain and bias never applied",
     "run": ["encdec.layernorm"],
     "profile": "encdec",
+    "hinted": ["gain and bias ignored"],
 }

@@ -18,4 +18,6 @@ MUTANT = {
     "bug": "torch.var default (unbiased) inside the root",
     "run": ["encdec.layernorm"],
     "profile": "encdec",
+    "hinted": ["unbiased variance inside the root"],
+    "never_hinted": ["declare layer_norm='annotated'"],
 }

@@ -17,4 +17,6 @@ MUTANT = {
     "bug": "the annotated LayerNorm (unbiased std + eps) without declaring it",
     "run": ["encdec.layernorm"],
     "profile": "encdec",
+    "hinted": ["declare layer_norm='annotated'"],
+    "never_hinted": ["unbiased variance inside the root"],
 }

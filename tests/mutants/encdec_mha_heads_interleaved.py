@@ -15,4 +15,5 @@ MUTANT = {
     "bug": "heads taken as interleaved columns instead of contiguous blocks",
     "run": ["encdec.mha"],
     "profile": "encdec",
+    "hinted": ["heads taken as interleaved columns"],
 }

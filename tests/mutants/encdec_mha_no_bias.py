@@ -10,4 +10,10 @@ def _forward(self, x):
 
 _layers.Linear.forward = _forward
 
-MUTANT = {"spec": "encdec.mha", "bug": "projection biases ignored", "run": ["encdec.mha"], "profile": "encdec"}
+MUTANT = {
+    "spec": "encdec.mha",
+    "bug": "projection biases ignored",
+    "run": ["encdec.mha"],
+    "profile": "encdec",
+    "hinted": ["biases ignored"],
+}

@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "values projected from the key input",
     "run": ["encdec.mha"],
     "profile": "encdec",
+    "hinted": ["values taken from the key input"],
 }

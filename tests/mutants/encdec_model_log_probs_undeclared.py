@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "log-softmax generator without declaring output log_probs",
     "run": ["encdec.model"],
     "profile": "encdec",
+    "hinted": ["declare output='log_probs'"],
 }

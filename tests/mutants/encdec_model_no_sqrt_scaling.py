@@ -16,4 +16,5 @@ MUTANT = {
     "bug": "embeddings not multiplied by sqrt(d_model)",
     "run": ["encdec.model"],
     "profile": "encdec",
+    "hinted": ["embeddings not multiplied by sqrt(d_model)"],
 }

@@ -18,4 +18,5 @@ MUTANT = {
     "bug": "positions added before the sqrt(d_model) scaling",
     "run": ["encdec.model"],
     "profile": "encdec",
+    "hinted": ["positions added before the sqrt(d_model) scaling"],
 }

@@ -21,4 +21,5 @@ MUTANT = {
     "bug": "exponent i/d instead of 2i/d",
     "run": ["encdec.positions"],
     "profile": "encdec",
+    "hinted": ["frequency exponent i/d instead of 2i/d"],
 }

@@ -19,4 +19,5 @@ MUTANT = {
     "bug": "sines in the first half, cosines in the second (not interleaved)",
     "run": ["encdec.positions"],
     "profile": "encdec",
+    "hinted": ["not interleaved"],
 }

@@ -21,4 +21,5 @@ MUTANT = {
     "bug": "sin and cos swapped (cos on even columns)",
     "run": ["encdec.positions"],
     "profile": "encdec",
+    "hinted": ["sin and cos swapped"],
 }

@@ -13,4 +13,6 @@ MUTANT = {
     "bug": "warmup term step · warmup^-0.5 instead of ^-1.5",
     "run": ["encdec.rate"],
     "profile": "encdec",
+    "hinted": ["warmup exponent"],
+    "never_hinted": ["max of the two terms"],
 }

@@ -19,4 +19,5 @@ MUTANT = {
     "bug": "RoPE pairs (x_k, x_k+d/2) (rotate-half) instead of (x_2k, x_2k+1)",
     "run": ["encdec.rope"],
     "profile": "encdec",
+    "hinted": ["rotate-half"],
 }

@@ -21,4 +21,5 @@ MUTANT = {
     "bug": "KL divergence returned while declaring the cross-entropy (the default)",
     "run": ["encdec.label_smoothing"],
     "profile": "encdec",
+    "hinted": ["declare smoothing_loss='kl'"],
 }

@@ -19,4 +19,5 @@ MUTANT = {
     "bug": "smoothing mass on the padding class",
     "run": ["encdec.label_smoothing"],
     "profile": "encdec",
+    "hinted": ["smoothing mass on the padding class"],
 }

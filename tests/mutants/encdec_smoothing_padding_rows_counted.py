@@ -20,4 +20,5 @@ MUTANT = {
     "bug": "padding rows counted in the mean",
     "run": ["encdec.label_smoothing"],
     "profile": "encdec",
+    "hinted": ["padding rows counted in the mean"],
 }

@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "torch's label smoothing (epsilon / V everywhere) without declaring it",
     "run": ["encdec.label_smoothing"],
     "profile": "encdec",
+    "hinted": ["declare label_smoothing='torch'"],
 }

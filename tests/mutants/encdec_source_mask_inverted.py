@@ -12,4 +12,5 @@ MUTANT = {
     "bug": "source mask polarity inverted (True on padding)",
     "run": ["encdec.masks"],
     "profile": "encdec",
+    "hinted": ["polarity inverted (True on padding)"],
 }
