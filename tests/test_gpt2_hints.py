@@ -29,6 +29,18 @@ def test_two_tokens_cannot_tell_no_mask_from_diagonal_2():
     assert describe_mismatch(both[0], both[1], Tolerance(1e-12, 1e-12)) is None
 
 
+def test_one_sampling_run_can_look_like_two_generate_bugs():
+    """Six sampled ids (seed 1, temperature 1.5, top_k 5) come out the same
+    with top-k keeping k−1 ids and with the temperature unused, and differ
+    from the right ones: that input alone cannot tell which bug it is."""
+    c, w, idx = test_generation._sampling_case(1)
+    bugs = KNOWN_BUGS.causes("gpt2.generate")
+    args = (idx[0].tolist(), 6, w, c, 1.5, 5, None, 1)
+    k_minus_one = bugs["top-k keeps k−1 ids (off by one)"](*args)
+    assert k_minus_one == bugs["logits not divided by the temperature"](*args)
+    assert k_minus_one != [o.generate(*args[:4], temperature=1.5, top_k=5, eos_id=None, seed=1)]
+
+
 def _differ(a, b, tol: Tolerance | None) -> bool:
     if tol is not None:
         return describe_mismatch(a, b, tol) is not None

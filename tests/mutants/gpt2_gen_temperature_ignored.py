@@ -10,6 +10,7 @@ MUTANT = {
     "bug": "temperature never applied to the logits",
     "run": ["gpt2.generate"],
     "hinted": ["logits not divided by the temperature"],
+    "never_hinted": ["top-k keeps"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "bug": "logits <= the k-th largest masked: the k-th itself is dropped (k-1 kept)",
     "run": ["gpt2.generate"],
     "hinted": ["top-k keeps k−1"],
+    "never_hinted": ["top-k keeps k+1", "not divided by the temperature"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "bug": "topk(logits, top_k + 1): one id too many kept",
     "run": ["gpt2.generate"],
     "hinted": ["top-k keeps k+1"],
+    "never_hinted": ["top-k keeps k−1", "not divided by the temperature"],
 }
 
 
