@@ -46,8 +46,8 @@ def test_suite_kills_mutant(mutant):
             f"Either a MUST test should catch it, or its header must say why the course's contract does not "
             f"cover it ('strict_only'): {outcome.detail}"
         )
-        return
-    assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
+    else:
+        assert outcome.killed, f"mutant {mutant.name} survived ({mutant.meta['bug']}): {outcome.detail}"
     if "hinted" in mutant.meta:  # the right cause, replayed and confirmed on a second input, is named
         missing = [h for h in mutant.meta["hinted"] if not any(h in t for t in outcome.failures)]
         assert not missing, f"mutant {mutant.name}: no failure names its cause {missing}: {outcome.detail}"
