@@ -452,6 +452,12 @@ def _implementation(judge: dict[str, Any], target: Target) -> dict[str, Any]:
     }
 
 
+def _environment(judge: dict[str, Any]) -> dict[str, Any]:
+    """The judge's Python and the worker's facts (its metadata aside)."""
+    worker = judge.get("worker") or {}
+    return {"judge_python": judge.get("python"), **{f"worker_{k}": v for k, v in worker.items() if k != "metadata"}}
+
+
 def build_report(
     judge: dict[str, Any],
     *,
@@ -485,15 +491,11 @@ def build_report(
         score = 0.0
     if not_loaded:
         score = 0.0
-    worker = judge.get("worker") or {}
     report = GradeReport(
         implementation=_implementation(judge, target),
         started=started.astimezone(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         duration_s=duration_s,
-        environment={
-            "judge_python": judge.get("python"),
-            **{f"worker_{k}": v for k, v in worker.items() if k != "metadata"},
-        },
+        environment=_environment(judge),
         settings=settings,
         items=items,
         score=score,
