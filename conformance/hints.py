@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from hypothesis.control import current_build_context, currently_in_test_context
 
 
 class KnownBug(NamedTuple):
@@ -104,12 +105,20 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def reporting() -> bool:
+    """False while Hypothesis searches for and shrinks a failing example: it
+    throws those runs' messages away and reports the final run's, so hints,
+    which replay bugs and run the implementation on a second input, are
+    worked out on the final run alone."""
+    return not currently_in_test_context() or current_build_context().is_final
+
+
 def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> list[str]:
     """Of ``causes`` (those whose replay reproduced the failing input's
     output), the ones the test's second input confirms. ``second()`` runs the
     implementation on the second input and returns the causes whose replay
     reproduces its output there; where it raises, nothing is confirmed."""
-    if not causes:
+    if not causes or not reporting():
         return []
     try:
         again = set(second())

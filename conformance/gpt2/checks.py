@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lmspec.conformance.asserts import Again, Hint, assert_equal
-from lmspec.conformance.hints import confirmed
+from lmspec.conformance.hints import confirmed, reporting
 
 
 def reproduced(observed: Any, bugs: Sequence[Hint]) -> list[str]:
@@ -44,7 +44,7 @@ def assert_equal_explained(
         assert_equal(actual, expected, rule=rule, context=context)
     except AssertionError as exc:
         seen = actual if observed is None else observed
-        causes = confirmed(reproduced(seen, hints), lambda: reproduced(*again())) if hints else []
+        causes = confirmed(reproduced(seen, hints), lambda: reproduced(*again())) if hints and reporting() else []
         lines = str(exc).split("\n")
         lines[0] += "".join(f"; likely cause: {c}" for c in causes)
         raise AssertionError("\n".join(lines)) from None
