@@ -38,6 +38,7 @@ alike on two tokens). Tests that compare in another way keep only the causes
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import pytest
 import torch
 from hypothesis.control import current_build_context, currently_in_test_context
 
@@ -83,6 +84,12 @@ class KnownBugs:
         return iter(self._bugs)
 
 
+#: What a replay or the second input may raise, a cause then being unsure: the
+#: implementation failing there, or a guard ending its call (the repeated-failure
+#: limit, a skip) — which must not replace the failing input's message.
+UNSURE = (Exception, pytest.fail.Exception, pytest.skip.Exception)
+
+
 def other(first: Any, *seconds: Any) -> Any:
     """The first of ``seconds`` that is not ``first`` (tensors compared by
     value): a test's second input is never its failing input."""
@@ -122,6 +129,6 @@ def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> lis
         return []
     try:
         again = set(second())
-    except Exception:  # the implementation fails otherwise there: no cause is sure
+    except UNSURE:
         return []
     return [c for c in causes if c in again]

@@ -146,6 +146,18 @@ def test_a_second_input_that_raises_names_nothing():
     assert "likely cause" not in _fail_message(2 * x, x, _doubled(x), again)
 
 
+def test_a_second_input_ended_by_a_guard_names_nothing_and_keeps_the_failure():
+    """A guard that ends a call on the second input (the repeated-failure
+    limit, a skip) must not replace the failing input's message."""
+    x = torch.tensor([1.0, 2.0])
+
+    def again():
+        pytest.fail("the same failure on 5 inputs of this test", pytrace=False)
+
+    message = _fail_message(2 * x, x, _doubled(x), again)
+    assert message.startswith("r: ") and "likely cause" not in message
+
+
 def test_hints_without_a_second_input_are_a_suite_bug():
     x = torch.tensor([1.0])
     with pytest.raises(TypeError, match="again="):
