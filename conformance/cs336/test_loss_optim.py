@@ -76,25 +76,24 @@ def _scalar(value, what: str) -> torch.Tensor:
 _SECOND_CE = (CEInput((3, 4), 11, 2.0, 5), CEInput((5,), 9, 1.5, 6))
 
 
-def _observed(run, device, item: str, case: CEInput, scale: float | None = None):
-    """The implementation's value on ``case`` and the item's known bugs replayed there."""
-    logits, targets = _ce_case(case, scale)
+def _observed(run, device, item: str, logits: torch.Tensor, targets: torch.Tensor):
+    """The implementation's value on (logits, targets) and the item's known bugs replayed there."""
     got = _scalar(run(logits.to(device), targets.to(device)), item.split(".")[1])
     return got, KNOWN_BUGS.thunks(item, logits, targets)
 
 
 def _check_cross_entropy(run_cross_entropy, device, case):
     __tracebackhide__ = True
-    logits, _ = _ce_case(case)
-    got, bugs = _observed(run_cross_entropy, device, "3.cross_entropy", case)
+    logits, targets = _ce_case(case)
+    got, bugs = _observed(run_cross_entropy, device, "3.cross_entropy", logits, targets)
     second = hints.other(case, *_SECOND_CE)
     assert_close(
         got,
-        cross_entropy64(*_ce_case(case)),
+        cross_entropy64(logits, targets),
         _ce_tol(logits),
         rule="3.cross_entropy: mean over positions of logsumexp(o) − o[target]",
         hints=bugs,
-        again=lambda: _observed(run_cross_entropy, device, "3.cross_entropy", second),
+        again=lambda: _observed(run_cross_entropy, device, "3.cross_entropy", *_ce_case(second)),
         context=f"logits {tuple(logits.shape)} float32 (std {case.scale:.3g}) on {device}",
     )
 
@@ -125,14 +124,14 @@ def _check_cross_entropy_large(run_cross_entropy, device, lead):
     __tracebackhide__ = True
     case, second = CEInput(lead, 20, 1.0, 7), CEInput(hints.other(lead, *_LARGE_LEADS), 20, 1.0, 7)
     logits, targets = _ce_case(case, scale=1000.0)
-    got, bugs = _observed(run_cross_entropy, device, "3.cross_entropy", case, scale=1000.0)
+    got, bugs = _observed(run_cross_entropy, device, "3.cross_entropy", logits, targets)
     assert_close(
         got,
         cross_entropy64(logits, targets),
         _ce_tol(logits),
         rule="3.cross_entropy: finite and stable for logits × 1000",
         hints=bugs,
-        again=lambda: _observed(run_cross_entropy, device, "3.cross_entropy", second, scale=1000.0),
+        again=lambda: _observed(run_cross_entropy, device, "3.cross_entropy", *_ce_case(second, scale=1000.0)),
         context=f"logits {tuple(logits.shape)} float32 of magnitude ~1000 on {device}",
     )
 
@@ -158,7 +157,7 @@ def test_cross_entropy_any_leading_dims_finite_for_logits_times_1000(run_cross_e
 def test_perplexity_is_exp_of_mean_cross_entropy(run_perplexity, device, case):
     """perplexity = exp(mean cross-entropy over all positions)."""
     logits, targets = _ce_case(case)
-    got, bugs = _observed(run_perplexity, device, "3.perplexity", case)
+    got, bugs = _observed(run_perplexity, device, "3.perplexity", logits, targets)
     second = hints.other(case, *_SECOND_CE)
     assert_close(
         got,
@@ -166,7 +165,7 @@ def test_perplexity_is_exp_of_mean_cross_entropy(run_perplexity, device, case):
         Tolerance(0.0, PERPLEXITY_F32.rtol + _ce_tol(logits).atol),
         rule="3.perplexity: exp(mean cross-entropy)",
         hints=bugs,
-        again=lambda: _observed(run_perplexity, device, "3.perplexity", second),
+        again=lambda: _observed(run_perplexity, device, "3.perplexity", *_ce_case(second)),
         context=f"logits {tuple(logits.shape)} float32 on {device}",
     )
 
