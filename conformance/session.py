@@ -64,6 +64,7 @@ class JudgeSession:
             data=tuple((name, str(self.fixtures.path(name))) for name in self.profile.data if self.fixtures.has(name)),
             venv=environment.get("venv"),
             base_python=environment.get("base_python"),
+            hidden=self.target.hidden,
         )
         self.impl: Implementation | None = None
         self.start_error: BaseException | None = None
@@ -119,6 +120,7 @@ def probe_profile(target: Target, settings: Any) -> Target:
         allow_reference=bool(settings.allow_reference),
         venv=environment.get("venv"),
         base_python=environment.get("base_python"),
+        hidden=target.hidden,
     )
     try:
         probe = Implementation(spec, {}, startup_timeout=settings.startup_timeout)

@@ -57,6 +57,7 @@ class Target:
     environment: dict[str, Any] | None = field(default=None, compare=False)
     detected_by: str = "given"  # how the profile was chosen: given, names, worker, default
     problem: str | None = None  # why it cannot be graded (the submission's fault: a link out of its folder)
+    hidden: tuple[str, ...] = ()  # folders inside root the worker must not see (the grader's --out there)
 
     @property
     def is_file(self) -> bool:
@@ -74,6 +75,7 @@ class Target:
     def from_json(cls, data: dict[str, Any]) -> "Target":
         values = {f.name: data.get(f.name) for f in dataclasses.fields(cls) if f.name in data}
         values["root"] = Path(values["root"]) if values.get("root") else None
+        values["hidden"] = tuple(values.get("hidden") or ())
         return cls(**values)
 
     def save(self, path: Path) -> Path:

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,8 +135,14 @@ def judge_command(
 
 
 def _environment() -> dict[str, str]:
+    """The judge's variables: ours, with lmspec's own folder first on the
+    import path and PYTHONSAFEPATH set (as ``-P``), so that neither the judge
+    nor the processes it starts (pytest-xdist's workers run ``python -c``)
+    put their working folder on sys.path (issue 32: a ``pytest.py`` there
+    would run as the judge)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LMSPEC_ADAPTER", "COV_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONSAFEPATH"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no stray plugins (randomly, cov...)
     return env
@@ -169,12 +176,32 @@ def _poll_progress(path: Path, pos: int, state: dict[str, Any], progress: Callab
 def run_judge(
     target: Target, settings: Any, workdir: Path, progress: Callable[[Progress], None] | None = None
 ) -> JudgeRun:
-    """Run the suite on ``target`` with ``settings`` (conformance/options.py) and read the report."""
-    workdir = workdir.resolve()  # the judge runs in it: its own paths must not be relative to ours
+    """Run the suite on ``target`` with ``settings`` (conformance/options.py)
+    and read the report. The judge writes its report, progress and log into
+    ``workdir``; it runs in a private folder of its own (its working folder,
+    its target file and its tests' temporary files), never in ``workdir``,
+    which may lie inside a submission (``cd repo && lmspec grade .``)."""
+    workdir = workdir.resolve()  # the judge's paths must not be relative to ours
     workdir.mkdir(parents=True, exist_ok=True)
     report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
-    for stale in (report, progress_file):
+    for stale in (report, progress_file, log):  # a link left there is removed, never written through
         stale.unlink(missing_ok=True)
+    private = Path(tempfile.mkdtemp(prefix="lmspec-judge-"))
+    try:
+        return _run(target, settings, private, report, progress_file, log, progress)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _run(
+    target: Target,
+    settings: Any,
+    private: Path,
+    report: Path,
+    progress_file: Path,
+    log: Path,
+    progress: Callable[[Progress], None] | None,
+) -> JudgeRun:
     start = time.monotonic()
     started_at = time.time()
     deadline = start + settings.timeout
@@ -184,9 +211,9 @@ def run_judge(
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             judge_command(
-                target.save(workdir / "target.json"), settings, target, report, progress_file, workdir / "tmp"
+                target.save(private / "target.json"), settings, target, report, progress_file, private / "tmp"
             ),
-            cwd=workdir,
+            cwd=private,
             env=_environment(),
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -206,7 +233,6 @@ def run_judge(
                 os.killpg(proc.pid, signal.SIGKILL if timed_out or proc.poll() is None else signal.SIGTERM)
             proc.wait()
     _poll_progress(progress_file, pos, state, progress)
-    shutil.rmtree(workdir / "tmp", ignore_errors=True)
     if log.stat().st_size > LOG_CAP:
         with open(log, "r+b") as f:
             f.truncate(LOG_CAP)

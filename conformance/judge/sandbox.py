@@ -78,6 +78,7 @@ class WorkerSpec:
     cuda: bool = False
     allow_reference: bool = False  # lmspec's own meta-test adapters build on the reference
     binder: str | None = None  # the profile's binder (conformance/judge/worker/binders)
+    hidden: tuple[str, ...] = ()  # folders inside root covered by an empty read-only tmpfs (the grader's output)
     data: tuple[tuple[str, str], ...] = ()  # (name, host path) of oracle files the binder reads
     venv: str | None = None  # the submission's environment (--env auto): bound read-only, never run here
     base_python: str | None = None  # the interpreter that environment was made from (its folders are bound)
@@ -251,6 +252,9 @@ def bwrap_command(spec: WorkerSpec, worker_args: list[str], info_fd: int) -> lis
         cmd += ["--ro-bind", path, f"{SANDBOX_DATA_DIR}/{name}"]
     if spec.root is not None:
         cmd += ["--ro-bind", str(spec.root), str(spec.root)]
+        for folder in spec.hidden:  # an --out inside the submission: its logs are the judge's, never the worker's
+            if Path(folder).is_dir() and Path(folder).is_relative_to(spec.root):
+                cmd += ["--tmpfs", folder, "--remount-ro", folder]
     if spec.cuda:
         for dev in sorted(Path("/dev").glob("nvidia*")):
             cmd += ["--dev-bind", str(dev), str(dev)]

@@ -24,10 +24,11 @@ from typing import Any
 
 from lmspec.conformance import options, profiles
 from lmspec.conformance.judge.launch import Progress
+from lmspec.conformance.plain import plain
 from lmspec.conformance.target import Target, TargetError, resolve
 from lmspec.tools.grade.batch import find_submissions, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
-from lmspec.tools.grade.outputs import FILES, write_outputs, write_spec_page
+from lmspec.tools.grade.outputs import FILES, OutError, claim_out, write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
 
@@ -46,8 +47,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def usage_line(prog: str, message: str) -> str:
-    """One line per mistake: what was given, what is accepted, where the help is."""
-    return f"{prog}: error: {message} (see {prog} --help)"
+    """One line per mistake: what was given, what is accepted, where the help
+    is; made plain (a path given may be a submission's hostile file name)."""
+    return plain(f"{prog}: error: {message} (see {prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,6 +175,11 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
         points = load_points(args.points, target.profile if target else args.profile)
     except PointsFileError as exc:
         raise UsageError(str(exc)) from exc
+    if target is not None:
+        try:
+            claim_out(Path(args.out), target.root)
+        except OutError as exc:
+            raise UsageError(str(exc)) from exc
     return formats, points, target
 
 
@@ -242,13 +249,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         return _grade_one(args, target, formats, points)
     except NotGraded as exc:
-        print(f"{parser.prog}: not graded: {exc}", file=sys.stderr)
+        print(plain(f"{parser.prog}: not graded: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("grader interrupted", file=sys.stderr)
         return 2
     except Exception:
-        traceback.print_exc()
+        print(plain(traceback.format_exc()), file=sys.stderr, end="")
         print("the grader itself failed (exit status 2)", file=sys.stderr)
         return 2
 
@@ -270,5 +277,5 @@ def _grade_one(args: argparse.Namespace, target: Any, formats: list[str], points
     if args.timings:
         print(render_timings(report))
         if "table" not in formats or args.quiet:
-            print("\n".join(f"  {path}" for path in written))
+            print(plain("\n".join(f"  {path}" for path in written)))
     return 0 if report.passed else 1

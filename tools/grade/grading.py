@@ -14,6 +14,7 @@ from typing import Any
 from lmspec.conformance.judge.launch import JudgeRun, run_judge, suite_paths
 from lmspec.conformance.judge.sandbox import Sandbox
 from lmspec.conformance.judge.sandbox import resolve as resolve_sandbox
+from lmspec.conformance.plain import plain_object
 from lmspec.conformance.target import Target, resolve
 from lmspec.tools.grade import envs, pythons
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
@@ -168,6 +169,14 @@ def _guarded_run(target: Target, settings: Any, out: Path, progress: Any) -> tup
     return run, compromised
 
 
+def _hide_out(target: Target, out: Path) -> Target:
+    """An output folder inside the submission (``cd repo && lmspec grade .``)
+    is covered in the worker's sandbox: the judge's logs are not the worker's to read."""
+    if target.root is None or not out.resolve().is_relative_to(target.root.resolve()):
+        return target
+    return target.with_(hidden=(str(target.root / out.resolve().relative_to(target.root.resolve())),))
+
+
 def recorded_settings(settings: Any, target: Target, points: PointsTable) -> dict[str, Any]:
     """The settings results.json records."""
     return {
@@ -192,11 +201,20 @@ def grade(
     given: str | Target | None, *, out: Path, settings: Any, points: PointsTable | None = None, progress: Any = None
 ) -> GradeReport:
     """Grade one implementation; ``given`` as the user gave it (or a Target
-    already resolved). The report; the caller writes the files."""
+    already resolved). The report, every string of it made plain (its paths
+    and names are the submission's: conformance/plain.py); the caller writes
+    the files."""
+    return plain_object(_grade(given, out=out, settings=settings, points=points, progress=progress))
+
+
+def _grade(
+    given: str | Target | None, *, out: Path, settings: Any, points: PointsTable | None, progress: Any
+) -> GradeReport:
     points = points or PointsTable.default(settings.profile)
     out.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.UTC)
     target = given if isinstance(given, Target) else resolve(given, settings.profile, python=settings.python)
+    target = _hide_out(target, out)
     prepared = with_environment(target, settings)
     target = prepared.target
     broken = syntax_error(target) if prepared.error is None else None

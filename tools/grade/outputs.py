@@ -7,6 +7,7 @@ that). Used by ``lmspec grade`` (one submission) and by each batch task.
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,59 @@ FILES = {
     "html": "report.html",
 }
 SPEC_PAGE = "spec.html"
+#: what the judge writes into ``--out``/logs (conformance/judge/launch.py)
+LOGS = "logs"
+LOG_FILES = frozenset({"judge-report.json", "progress.jsonl", "judge.log", "target.json", "tmp"})
+
+
+class OutError(ValueError):
+    """``--out`` cannot be used as it is (a usage error: one line, exit status 2)."""
+
+
+def _ours(name: str) -> bool:
+    """A name lmspec writes into an output folder (its files and their temporaries)."""
+    return name in (*FILES.values(), SPEC_PAGE, LOGS) or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def _folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def claim_out(out: Path, graded: Path | None) -> None:
+    """Make ``out`` an output folder that holds nothing but what this grading
+    writes (issue 32): created when it does not exist; emptied when it holds
+    only what lmspec writes there (an earlier grading's files, links with
+    those names included: removed, never followed); refused when it holds
+    anything else, or when it is (or holds) the graded submission ``graded``.
+    Nothing in it is ever read or run: a submission may have shipped it."""
+    where = out.resolve()
+    if graded is not None and (where == graded.resolve() or graded.resolve().is_relative_to(where)):
+        raise OutError(f"--out {out}: that folder holds the graded submission; choose a folder outside it")
+    if where.exists() and not where.is_dir():
+        raise OutError(f"--out {out}: not a folder")
+    entries = list(where.iterdir()) if where.is_dir() else []
+    logs = where / LOGS
+    foreign = [e.name for e in entries if not _ours(e.name) or (_folder(e) and e.name != LOGS)]
+    if _folder(logs):
+        foreign += [
+            f"{LOGS}/{e.name}" for e in logs.iterdir() if e.name not in LOG_FILES or _folder(e) != (e.name == "tmp")
+        ]
+    if foreign:
+        raise OutError(
+            f"--out {out}: holds {sorted(foreign)[0]!r}, which lmspec did not write (it writes "
+            f"{', '.join(FILES.values())}, {SPEC_PAGE} and {LOGS}/ there): choose a new or empty folder"
+        )
+    for entry in entries:
+        if _folder(entry):
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    where.mkdir(parents=True, exist_ok=True)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # never fails on a name (issue 32)
     os.replace(tmp, path)
 
 

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from lmspec.conformance.outcomes import Outcome
+from lmspec.conformance.plain import plain
 from lmspec.tools.grade.gradescope import write_gradescope  # noqa: F401 (re-exported: grading.py, tests)
 from lmspec.tools.grade.results import (
     FAILED_OUTCOMES,
@@ -144,7 +145,7 @@ def render_table(
     lines.append(_paint(f"  verdict: {report.verdict_line()}", _VERDICT_COLOR[report.verdict], color))
     lines.append("  the rule of an item: lmspec spec ITEM")
     for path in files:
-        lines.append(f"  {_FILE_LABELS.get(path.name, path.name)}: {path}")
+        lines.append(plain(f"  {_FILE_LABELS.get(path.name, path.name)}: {path}"))
     return "\n".join(lines)
 
 
