@@ -39,7 +39,10 @@ LONG_RUNS = {
         "test_cs336_style_repository_grades_full_without_setup",
     },
     "test_batch.py": {"test_client_killed_mid_batch_then_rerun_grades_only_the_rest"},
-    "test_host_paths.py": {"test_names_that_are_not_utf8_or_carry_escapes_are_written_escaped"},
+    "test_host_paths.py": {
+        "test_names_that_are_not_utf8_or_carry_escapes_are_written_escaped",
+        "test_an_out_folder_inside_the_submission_is_empty_to_the_worker",
+    },
 }
 
 

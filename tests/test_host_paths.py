@@ -196,3 +196,29 @@ def test_usage_errors_never_echo_a_name_raw(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert b"notes]0;pwned\\x9d.txt" in proc.stderr, proc.stderr
     assert not _CONTROL.findall(proc.stderr.replace(b"\n", b""))
+
+
+_PEEKS_AT_OUT = """
+import os
+from lmspec.reference.adapter import *  # noqa: F403
+
+
+def run_silu(in_features):
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grade-out")
+    raise RuntimeError(f"the worker sees grade-out holding {sorted(os.listdir(out))}")
+"""
+
+
+@NEEDS_BWRAP
+def test_an_out_folder_inside_the_submission_is_empty_to_the_worker(tmp_path: Path) -> None:
+    """Graded from inside itself with the default --out ./grade-out, the
+    submission's worker finds that folder empty while the judge writes its
+    logs there: the judge's progress and reports are not the worker's to read."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "adapters.py").write_text(_PEEKS_AT_OUT)
+    proc = _grade(sub, "adapters.py", "--spec", "2.silu", "--allow-reference", "--jobs", "1", "--quiet")
+    assert proc.returncode == 1, proc.stderr.decode()[-2000:]
+    silu = next(i for i in json.loads((sub / "grade-out" / "results.json").read_text())["items"] if i["id"] == "2.silu")
+    assert "the worker sees grade-out holding []" in json.dumps(silu), silu["explanation"]
+    assert (sub / "grade-out" / "logs" / "judge.log").is_file()

@@ -174,15 +174,13 @@ _H2 = AdamWHyper(5e-2, 0.8, 0.99, 1e-8, 0.05)
 _T, _F = True, False
 # Small gradients with a large eps (eps placement and decay show), None grads mid-run.
 _PINNED = _run(_H1, [(((3, 2), (4,)), None)], 6, [(_T, _T), (_T, _F), (_F, _T)] * 2, 1e-3, 3)
-# Two groups, one with its own learning rate, both changed by a schedule.
+# Two groups, one with its own learning rate, both changed by a schedule that
+# warms up (its first step taken where it is positive: SPEC §3), peaks, decays.
 _H0 = AdamWHyper(1e-3, 0.9, 0.999, 1e-8, 0.01)
-_PINNED_GROUPS = _run(
-    _H0,
-    [(((2, 2),), _H0._replace(lr=5e-2)), (((3,),), None)],
-    5,
-    [(_T, _T)] * 5,
-    factors=[(0.0, 0.0), (0.5, 0.5), (1.0, 1.0), (0.7, 0.7), (0.2, 0.2)],
-)
+_GROUPS_AND_STEPS = ([(((2, 2),), _H0._replace(lr=5e-2)), (((3,),), None)], 5, [(_T, _T)] * 5)
+_PINNED_GROUPS = _run(_H0, *_GROUPS_AND_STEPS, factors=[(0.2, 0.2), (0.5, 0.5), (1.0, 1.0), (0.7, 0.7), (0.2, 0.2)])
+# The same schedule from its value at t = 0 (a warm-up from 0): a first step at lr = 0 (STRICT).
+_PINNED_ZERO_LR = _run(_H0, *_GROUPS_AND_STEPS, factors=[(0.0, 0.0), (0.5, 0.5), (1.0, 1.0), (0.7, 0.7), (0.2, 0.2)])
 
 #: The second input of every AdamW run test, on which a likely cause must be
 #: confirmed before it is shown (the other one when the failing run is it).
@@ -209,6 +207,19 @@ def test_adamw_matches_oracle_either_decay_order(get_adamw_cls, device, run):
     None grads skipped (no state advance). The trajectory matches
     torch.optim.AdamW or the SPEC formula with either decay order."""
     _check_adamw_run(get_adamw_cls, device, run, "parameters after each step")
+
+
+@spec("3.adamw")
+@strict
+@given(run=adamw_runs(zero_lr=True))
+@example(run=_PINNED_ZERO_LR)
+def test_adamw_steps_at_zero_lr(get_adamw_cls, device, run):
+    """STRICT: steps where a schedule writes lr = 0 into a group (a warm-up's
+    first value): the moments and the step count advance as at any other
+    step, and the parameters do not move (torch.optim.AdamW's behaviour).
+    MUST runs keep lr in (0, 0.1] at every step (SPEC §3): skipping such a
+    step is sound, and the handout says nothing of it."""
+    _check_adamw_run(get_adamw_cls, device, run, "parameters after each step, some at lr = 0")
 
 
 _PINNED_EDGES = _run(AdamWHyper(1e-2, 0.0, 0.5, 1e-3, 0.5), [(((3, 2), (4,)), None)], 6, [(_T, _T)] * 6, 1e-2, 4)

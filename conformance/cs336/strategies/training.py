@@ -156,10 +156,13 @@ class AdamWRun(NamedTuple):
         return init, grads
 
 
-# A schedule's lr relative to the group's: warmup from 0 (a cosine schedule's
-# value at t = 0), peaks, decays; never above the group's own lr, so that
-# every lr written stays inside the contract's (0, 0.1] or is a schedule's 0.
-lr_factors = st.sampled_from([1.0, 0.0, 0.5, 0.1]) | st.floats(0.0, 1.0)
+# A schedule's lr relative to the group's: warms up, peaks, decays; never
+# above the group's own lr, and never 0 in a MUST run (SPEC §3: lr stays in
+# the contract's (0, 0.1] at every step; a schedule's first step is taken
+# where it is positive). ``zero_lr`` adds the schedule's 0 (its value at t = 0,
+# a warm-up from 0): what a step at lr = 0 does is STRICT.
+lr_factors = st.sampled_from([1.0, 0.5, 0.1]) | st.floats(0.01, 1.0)
+lr_factors_with_zero = st.sampled_from([1.0, 0.0, 0.5, 0.1]) | st.floats(0.0, 1.0)
 
 
 @st.composite
@@ -171,11 +174,13 @@ def adamw_runs(
     per_group: str = "lr",
     schedule: bool = True,
     edges: bool = False,
+    zero_lr: bool = False,
 ) -> AdamWRun:
     """``per_group="lr"``: groups override the learning rate only (the
     contract); ``"all"``: lr, betas, eps and weight_decay (STRICT).
     ``schedule``: the test changes every group's lr before every step.
-    ``edges``: hyperparameters at the contract's boundaries (STRICT)."""
+    ``edges``: hyperparameters at the contract's boundaries (STRICT).
+    ``zero_lr``: the schedule may write lr = 0 (STRICT)."""
     defaults = draw(adamw_hypers(edges=edges), label="defaults")
     n_groups = draw(st.integers(1, max_groups), label="n_groups")
     groups = []
@@ -196,8 +201,9 @@ def adamw_runs(
         tuple(draw(st.booleans(), label=f"present{s}") if sometimes_none else True for _ in range(n_params))
         for s in range(steps)
     )
+    factor = lr_factors_with_zero if zero_lr else lr_factors
     factors = tuple(
-        tuple(draw(lr_factors, label=f"lr factor{s}") if schedule else 1.0 for _ in range(n_groups))
+        tuple(draw(factor, label=f"lr factor{s}") if schedule else 1.0 for _ in range(n_groups))
         for s in range(steps)
     )
     grad_scale = draw(log_uniform(1e-4, 10.0), label="grad_scale")
