@@ -122,7 +122,7 @@ def judge_command(
     for plugin in (*plugins, "lmspec.conformance.plugin"):
         args += ["-p", plugin]
     args += ["--lmspec-target", str(target_file), "--lmspec-report", str(report), "--lmspec-progress", str(progress)]
-    if basetemp is not None:  # the tests' temporary files, in the grader's output folder (removed after)
+    if basetemp is not None:  # the tests' temporary files, in the judge's private folder (removed after)
         args += ["--basetemp", str(basetemp)]
     args += options.judge_arguments(settings.replace(profile=target.profile))
     args += ["--hypothesis-profile", settings.hypothesis_profile]
