@@ -6,6 +6,7 @@ and as a file of the notes' names with no adapter file (recognised by those
 names, bound by the profile's binder: full marks, no finding). The
 reference's conventions parse."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -181,3 +182,104 @@ def test_smoke_reverses_sequences(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert proc.returncode == 0 and summary["ok"], proc.stdout[-3000:] + proc.stderr[-3000:]
     assert summary["greedy_exact"] > smoke_encdec.BAR and summary["untrained_exact"] < 0.05
+
+
+def test_audit_names_an_installed_codebase_line(tmp_path: Path) -> None:
+    """A forbidden torch module reached through an installed codebase (in
+    site-packages) is attributed to the codebase's line, then to the adapter's
+    line that called it (before: the adapter's line alone)."""
+    import importlib.util
+
+    from lmspec.conformance.judge.worker import audit as worker_audit
+
+    package = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "notes_pkg"
+    package.mkdir(parents=True)
+    (package / "model.py").write_text(
+        "import torch\n\n\ndef normed(x):\n    return torch.nn.LayerNorm(x.shape[-1])(x)\n", encoding="utf-8"
+    )
+    root = tmp_path / "submission"
+    root.mkdir()
+    (root / "adapters.py").write_text("def run_layer_norm(model, x):\n    return model.normed(x)\n", encoding="utf-8")
+    modules = []
+    for name, path in (("notes_pkg_model", package / "model.py"), ("submission_adapters", root / "adapters.py")):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    model, adapters = modules
+    with worker_audit.Recorder(root) as recorder:
+        adapters.run_layer_norm(model, torch.ones(2, 4))
+    wheres = {f["where"] for f in recorder.findings if f["function"].endswith("LayerNorm")}
+    assert "notes_pkg/model.py:5 (called from adapters.py:2)" in wheres, recorder.findings
+
+
+def test_greedy_message_names_the_row_and_position() -> None:
+    """A batch of decoded rows is compared row by row: the message names the
+    first row that differs and the position in it (before: "first difference
+    at index 0 ... (lengths 2 vs 2)", counting rows while printing them)."""
+    from lmspec.conformance.asserts import assert_equal
+
+    with pytest.raises(AssertionError) as raised:
+        assert_equal([[1, 4, 6, 2], [1, 5, 7, 9]], [[1, 4, 6, 2], [1, 5, 8, 9]], rule="greedy decoding")
+    message = str(raised.value)
+    assert message.startswith("greedy decoding: row 1 differs first at position 2: got 7, expected 8"), message
+    assert "lengths 4 vs 4; 2 rows vs 2" in message, message
+    with pytest.raises(AssertionError, match="row 0 differs first at position 3: got <end>, expected 9"):
+        assert_equal([[1, 4, 6]], [[1, 4, 6, 9]], rule="greedy decoding")
+    with pytest.raises(AssertionError, match="first difference at index 1"):  # flat lists as before
+        assert_equal([1, 2, 3], [1, 5, 3], rule="ids")
+
+
+DOC = REPO / "docs" / "encdec.md"
+
+
+def _doc_code_blocks() -> list[str]:
+    """The indented blocks of docs/encdec.md that define a function, dedented."""
+    import textwrap
+
+    blocks, current = [], []
+    for line in [*DOC.read_text(encoding="utf-8").splitlines(), ""]:
+        if line.startswith("    ") or (current and not line.strip()):
+            current.append(line)
+            continue
+        text = textwrap.dedent("\n".join(current)).strip()
+        if text.startswith("def "):
+            blocks.append(text)
+        current = []
+    return blocks
+
+
+def test_docs_examples_are_the_graded_code() -> None:
+    """docs/encdec.md's examples run: each function it shows is, verbatim, the
+    code of the fixture adapter or variant that the suite grades; its
+    renaming example holds on that adapter; the messages it quotes are the
+    suite's own."""
+    import sys
+
+    from lmspec.conformance.encdec.conventions import undeclared
+    from lmspec.conformance.encdec.test_layers import _describe_norm
+    from lmspec.conformance.encdec.test_training import STEP_ZERO_RAISES
+
+    graded = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in (NOTES / "encdec_adapters.py", REPO / "tests" / "variants" / "encdec_residual_norm_sublayers.py")
+    )
+    blocks = _doc_code_blocks()
+    assert len(blocks) >= 4, blocks
+    for block in blocks:
+        assert block in graded, f"docs/encdec.md shows code that is not graded anywhere:\n{block}"
+    doc = DOC.read_text(encoding="utf-8")
+    sys.path.insert(0, str(NOTES))
+    try:
+        spec = importlib.util.spec_from_file_location("_encdec_notes_adapters", NOTES / "encdec_adapters.py")
+        adapters = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(adapters)
+    finally:
+        sys.path.remove(str(NOTES))
+    import re
+
+    key, renamed = re.search(r"So `([\w.]+)` becomes\s+`([\w.]+)`", doc).groups()
+    assert adapters._rename(key) == renamed
+    assert f"likely cause: {undeclared('norm', 'pre')}" in doc
+    assert STEP_ZERO_RAISES in " ".join(doc.split())
+    assert f"outputs match LayerNorm with {_describe_norm(False, True, 1e-12)}" in " ".join(doc.split())
