@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lmspec.conformance.encdec.conventions import PAPER, parse
-from lmspec.conformance.target import resolve
+from lmspec.conformance.target import TargetError, resolve
 from lmspec.tools.mutants import bad_tests, run_suite
 from lmspec.tools.smoke import encdec as smoke_encdec
 
@@ -56,9 +56,12 @@ def test_notes_file_is_graded_without_an_adapter_file() -> None:
 
 
 # Pending the profile-agnostic notebook intake (another branch: "readers"):
-# strict xfail, so the day a notebook is graded this test fails until this
-# mark is removed. Not a skip: it runs, and its failure is the expected one.
-@pytest.mark.xfail(strict=True, reason="notebook intake (.ipynb) not merged yet: remove this mark once it is")
+# strict xfail on the one expected error (a notebook is "not a Python file"),
+# so the day a notebook is graded this test fails until this mark is removed,
+# and any other failure shows at once. Not a skip: it runs.
+@pytest.mark.xfail(
+    strict=True, raises=TargetError, reason="notebook intake (.ipynb) not merged yet: remove this mark once it is"
+)
 def test_notes_notebook_is_graded_without_an_adapter_file(tmp_path: Path) -> None:
     """The same definitions as a notebook's code cells (one cell per top-level
     definition, a demo cell that must not run): graded with no adapter file."""
