@@ -99,10 +99,12 @@ def parse(declared: Any) -> Conventions:
         raise ValueError(f"get_conventions(): unknown keys {unknown} (known: {sorted(VALUES)})")
     values: dict[str, Any] = {}
     for key, value in declared.items():
-        # exact types: 1 is not True, and True is not a name
-        if not any(type(value) is type(v) and value == v for v in VALUES[key]):
-            raise ValueError(f"get_conventions(): {key}={value!r} is not one of {VALUES[key]}")
-        values[str(key)] = value
+        allowed = VALUES[key]
+        boolean = isinstance(allowed[0], bool)
+        # 1 is not True (nor True a name): a boolean key takes a bool, the others a string
+        if isinstance(value, bool) != boolean or (not boolean and not isinstance(value, str)) or value not in allowed:
+            raise ValueError(f"get_conventions(): {key}={value!r} is not one of {allowed}")
+        values[str(key)] = bool(value) if boolean else str(value)
     return Conventions(**values)
 
 
