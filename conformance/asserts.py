@@ -157,7 +157,9 @@ def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "") ->
     if _plain(actual) == _plain(expected):
         return
     msg = f"{rule}: got {_short(actual)}, expected {_short(expected)}"
-    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
+    if _rows(actual) and _rows(expected):
+        msg = f"{rule}: {_first_row_difference(actual, expected)}"
+    elif isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         first = next(
             (i for i, (x, y) in enumerate(zip(actual, expected)) if x != y),
             min(len(actual), len(expected)),
@@ -171,6 +173,34 @@ def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "") ->
     if context:
         msg += f"\n  input: {context}"
     raise AssertionError(msg)
+
+
+def _rows(x: Any) -> bool:
+    """A list of rows of ids (a batch of sequences): compared row by row."""
+    return (
+        isinstance(x, (list, tuple))
+        and bool(x)
+        and all(
+            isinstance(r, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in r) for r in x
+        )
+    )
+
+
+def _first_row_difference(actual: Sequence[Sequence[int]], expected: Sequence[Sequence[int]]) -> str:
+    """ "row 1 differs first at position 3: got 7, expected 5 (row 1: got [...],
+    expected [...]; lengths 4 vs 5; 2 rows vs 2)"."""
+    rows = len(actual), len(expected)
+    r = next((i for i, (a, b) in enumerate(zip(actual, expected)) if list(a) != list(b)), min(rows))
+    if r == min(rows):
+        return f"{rows[0]} rows, expected {rows[1]} (the first {r} agree)"
+    a, b = list(actual[r]), list(expected[r])
+    p = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    got = repr(a[p]) if p < len(a) else "<end>"
+    want = repr(b[p]) if p < len(b) else "<end>"
+    return (
+        f"row {r} differs first at position {p}: got {got}, expected {want} "
+        f"(row {r}: got {_short(a)}, expected {_short(b)}; lengths {len(a)} vs {len(b)}; {rows[0]} rows vs {rows[1]})"
+    )
 
 
 def _plain(x: Any) -> Any:

@@ -28,3 +28,7 @@ def test_suite_accepts_variant(variant):
     assert not bad, f"{variant.name} ({variant.meta['what']}) rejected:\n" + "\n".join(
         f"  {t['nodeid']}: {t['summary']}" for t in bad[:10]
     )
+    # a variant's header may name the STRICT findings its choices must show (and explain)
+    strict = [t["summary"] for t in bad_tests(report, "strict")]
+    missing = [f for f in variant.meta.get("findings", ()) if not any(f in s for s in strict)]
+    assert not missing, f"{variant.name}: no STRICT finding names {missing}; its findings: {strict}"

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from lmspec.conformance.encdec import cases as c
+from lmspec.conformance.encdec.conventions import Conventions, parse, without_attention_bias
 
 Recipe = Callable[[Callable[..., Any], Path, Callable[[str], Any]], Any]
 D, H, DFF = 8, 2, 16
@@ -21,10 +22,23 @@ def _model_inputs():
     return c.model_weights(g, SIZES, pre_norm=False), src, tgt
 
 
+def _conventions(other) -> Conventions:
+    """What the implementation declares (the paper's choices when it cannot tell)."""
+    fn = other("get_conventions")
+    try:
+        return parse(fn() if fn is not None else None)
+    except ValueError:
+        return parse(None)
+
+
+def _given(weights: dict, other) -> dict:
+    return without_attention_bias(weights, _conventions(other))
+
+
 def _model_weights_for(other) -> dict:
-    conv = other("get_conventions")() if other("get_conventions") is not None else {}
+    conv = _conventions(other)
     g = c.generator(0)
-    return c.model_weights(g, SIZES, pre_norm=(conv or {}).get("norm") == "pre")
+    return without_attention_bias(c.model_weights(g, SIZES, pre_norm=conv.norm == "pre"), conv)
 
 
 def _x(*shape):
@@ -40,7 +54,7 @@ CALLS: dict[str, Recipe] = {
     "run_multihead_attention": lambda fn, tmp, other: fn(
         d_model=D,
         num_heads=H,
-        weights=c.mha_weights(c.generator(1), D),
+        weights=_given(c.mha_weights(c.generator(1), D), other),
         query=_x(2, 3, D),
         key=_x(2, 5, D),
         value=_x(2, 5, D),
@@ -56,7 +70,7 @@ CALLS: dict[str, Recipe] = {
         d_model=D,
         num_heads=H,
         d_ff=DFF,
-        weights=c.encoder_layer_weights(c.generator(4), D, DFF),
+        weights=_given(c.encoder_layer_weights(c.generator(4), D, DFF), other),
         in_features=_x(2, 5, D),
         src_mask=None,
     ),
@@ -64,7 +78,7 @@ CALLS: dict[str, Recipe] = {
         d_model=D,
         num_heads=H,
         d_ff=DFF,
-        weights=c.decoder_layer_weights(c.generator(5), D, DFF),
+        weights=_given(c.decoder_layer_weights(c.generator(5), D, DFF), other),
         in_features=_x(2, 3, D),
         memory=_x(2, 5, D),
         src_mask=None,
@@ -100,7 +114,7 @@ CALLS: dict[str, Recipe] = {
         d_model=D,
         num_heads=H,
         d_ff=DFF,
-        weights=c.encoder_layer_weights(c.generator(4), D, DFF),
+        weights=_given(c.encoder_layer_weights(c.generator(4), D, DFF), other),
         in_features=_x(2, 5, D),
         src_mask=None,
         grad_output=_x(2, 5, D),

@@ -134,7 +134,7 @@ def _heads_interleaved(w: dict[str, Tensor], d_model: int, heads: int) -> dict[s
 _MHA = "encdec.mha"
 KNOWN_BUGS.add(
     _MHA,
-    "biases ignored",
+    "biases ignored (a model without attention biases, as the paper's, declares attention_bias=False)",
     lambda d, h, w, q, k, v, mask: o.mha(
         d, h, {n: torch.zeros_like(t) if n.endswith("bias") else t for n, t in w.items()}, q, k, v, mask
     ),

@@ -69,6 +69,20 @@ def _normalize(x: Tensor, weight: Tensor, bias: Tensor, variant: str, eps: float
     return weight * out + bias
 
 
+#: the epsilons codebases use (torch 1e-5, the annotated notes 1e-6, BERT-style code 1e-12)
+NORM_EPSILONS = (1e-5, 1e-6, 1e-12)
+
+
+def layer_norm_as(x: Tensor, weight: Tensor, bias: Tensor, *, unbiased: bool, inside: bool, eps: float) -> Tensor:
+    """``gain · (x − mean) / sqrt(var + eps) + bias`` (``inside``) or ``/ (std + eps)``,
+    the variance biased (÷ n) or ``unbiased`` (÷ n − 1): every placement the texts use."""
+    x = f64(x)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).sum(-1, keepdim=True) / (x.shape[-1] - (1 if unbiased else 0))
+    scale = torch.sqrt(var + eps) if inside else torch.sqrt(var) + eps
+    return f64(weight) * (x - mean) / scale + f64(bias)
+
+
 class _AnnotatedNorm(torch.nn.Module):
     def __init__(self, weight: Tensor, bias: Tensor) -> None:
         super().__init__()
@@ -91,6 +105,9 @@ def smoothed(target: Tensor, vocab: int, smoothing: float, pad_id: int, variant:
         if variant == "annotated":
             q[r] = smoothing / (vocab - 2)
             q[r, pad_id] = 0.0
+            q[r, t] = 1.0 - smoothing
+        elif variant == "others":
+            q[r] = smoothing / (vocab - 1)
             q[r, t] = 1.0 - smoothing
         else:
             q[r] = smoothing / vocab
@@ -142,12 +159,19 @@ def _heads_mask(mask: Tensor | None, batch: int, heads: int, n: int, m: int) -> 
 
 
 def _mha_state(weights: Mapping[str, Tensor], prefix: str = "") -> dict[str, Tensor]:
+    """torch's state dict from the profile's keys; a projection without a bias
+    (declared ``attention_bias=False``: the implementation got none) has zeros."""
     w = {k: f64(v) for k, v in weights.items()}
+
+    def bias(p: str) -> Tensor:
+        weight = w[f"{prefix}{p}_proj.weight"]
+        return w.get(f"{prefix}{p}_proj.bias", torch.zeros(weight.shape[0], dtype=F64))
+
     return {
         "in_proj_weight": torch.cat([w[f"{prefix}{p}_proj.weight"] for p in "qkv"]),
-        "in_proj_bias": torch.cat([w[f"{prefix}{p}_proj.bias"] for p in "qkv"]),
+        "in_proj_bias": torch.cat([bias(p) for p in "qkv"]),
         "out_proj.weight": w[f"{prefix}out_proj.weight"],
-        "out_proj.bias": w[f"{prefix}out_proj.bias"],
+        "out_proj.bias": bias("out"),
     }
 
 
@@ -261,7 +285,8 @@ def encoder_layer_gradients(
         for norm in ("norm1", "norm2"):
             key = f"{norm}.{kind}"
             grads[key] = norms[key].grad if key in norms else p[key].grad
-    return out.detach(), grads
+    # only what the implementation was given (no attention biases when it declares none)
+    return out.detach(), {k: v for k, v in grads.items() if k == "in_features" or k in weights}
 
 
 def decoder_layer(

@@ -6,7 +6,8 @@ broadcasting against the scores, queries and keys of different lengths
 exactly 0; one allowed key per row returns its value. Rows whose keys are
 all masked follow the declared ``masked_row`` (STRICT).
 
-Multi-head attention: q/k/v/out projections with biases, heads contiguous
+Multi-head attention: q/k/v/out projections with biases (none when the
+implementation declares ``attention_bias=False``, the paper's), heads contiguous
 blocks of d_model / h, separate query, key and value inputs. Oracle:
 torch.nn.MultiheadAttention in float64 with in_proj_weight = Q, K, V stacked.
 """
@@ -17,7 +18,7 @@ import torch
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import conventions, without_attention_bias  # noqa: F401  (fixture)
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
 from lmspec.conformance.hints import other
 
@@ -212,9 +213,17 @@ def _self_case(seed: int, d: int = 16, h: int = 4):
     return d, h, w, x, x, x, c.target_mask(c.tokens(c.generator(seed), [5, 3], 5, 11, start=True))
 
 
-def _observed_mha(run_multihead_attention, case):
+def _given(case, conv):
+    """``case`` (d_model, heads, weights, ...) with the weights the
+    implementation is given (no attention biases when it declares none)."""
+    d, h, w, *rest = case
+    return (d, h, without_attention_bias(w, conv), *rest)
+
+
+def _observed_mha(run_multihead_attention, case, conv):
     """The implementation's output on ``case`` (d_model, heads, weights, query,
     key, value, mask), and the known bugs' replays there."""
+    case = _given(case, conv)
     d, h, *inputs = case
     names = ("weights", "query", "key", "value", "mask")
     out = run_multihead_attention(d_model=d, num_heads=h, **dict(zip(names, c.fresh(*inputs))))
@@ -232,12 +241,12 @@ SECOND_SELF = (_self_case(5, 24, 3), _self_case(6, 12, 2))
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("d", "h"), [(16, 4), (12, 2), (8, 1)])
-def test_mha_cross_attention(run_multihead_attention, seed, d, h):
+def test_mha_cross_attention(run_multihead_attention, conventions, seed, d, h):  # noqa: F811
     """Queries from the decoder (n = 5), keys and values from the encoder
     (m = 7), the source padding mask (batch, 1, m)."""
-    case = _cross_case(seed, d, h)
+    case = _given(_cross_case(seed, d, h), conventions)
     _, _, w, x, memory, _, mask = case
-    out, bugs = _observed_mha(run_multihead_attention, case)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
     assert_shape(out, (2, 5, d), rule="multi-head attention output is (batch, n, d_model)")
     assert_close(
         out,
@@ -245,47 +254,48 @@ def test_mha_cross_attention(run_multihead_attention, seed, d, h):
         c.TOL_LAYER,
         rule="multi-head cross-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS)),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS), conventions),
         context=f"d_model={d}, heads={h}, query{tuple(x.shape)}, key/value{tuple(memory.shape)}",
     )
 
 
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mha_separate_key_and_value(run_multihead_attention, seed):
+def test_mha_separate_key_and_value(run_multihead_attention, conventions, seed):  # noqa: F811
     """Three different inputs: query, key and value are each projected by their own weights."""
-    case = _separate_case(seed)
-    out, bugs = _observed_mha(run_multihead_attention, case)
+    case = _given(_separate_case(seed), conventions)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
     assert_close(
         out,
         o.mha(*case),
         c.TOL_LAYER,
         rule="multi-head attention with query, key and value all different",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE)),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE), conventions),
     )
 
 
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mha_self_attention_target_mask(run_multihead_attention, seed):
+def test_mha_self_attention_target_mask(run_multihead_attention, conventions, seed):  # noqa: F811
     """Self-attention under a (batch, n, n) target mask, shared by every head."""
-    case = _self_case(seed)
-    out, bugs = _observed_mha(run_multihead_attention, case)
+    case = _given(_self_case(seed), conventions)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
     assert_close(
         out,
         o.mha(*case),
         c.TOL_LAYER,
         rule="masked multi-head self-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF)),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF), conventions),
     )
 
 
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mha_without_mask(run_multihead_attention, seed):
+def test_mha_without_mask(run_multihead_attention, conventions, seed):  # noqa: F811
     w, x, memory, _ = _mha_case(seed)
+    w = without_attention_bias(w, conventions)
     out = run_multihead_attention(
         d_model=16, num_heads=4, **dict(zip(("weights", "query", "key", "value"), c.fresh(w, x, memory, memory)))
     )

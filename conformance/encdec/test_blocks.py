@@ -15,7 +15,11 @@ import torch
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions, expected  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import (  # noqa: F401  (fixture)
+    conventions,
+    expected,
+    without_attention_bias,
+)
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
 from lmspec.conformance.hints import other
 
@@ -32,9 +36,17 @@ def _encoder_case(seed: int, d: int, h: int, d_ff: int):
     return d, h, d_ff, w, x, mask
 
 
+def _given(case, conv):
+    """``case`` (d_model, heads, d_ff, weights, ...) with the weights the
+    implementation is given (no attention biases when it declares none)."""
+    d, h, d_ff, w, *rest = case
+    return (d, h, d_ff, without_attention_bias(w, conv), *rest)
+
+
 def _observed_encoder(run_encoder_layer, case, conv):
     """The implementation's encoder layer on ``case`` (d_model, heads, d_ff,
     weights, x, src_mask), and the known bugs' replays there."""
+    case = _given(case, conv)
     d, h, d_ff, *inputs = case
     names = ("weights", "in_features", "src_mask")
     out = run_encoder_layer(d_model=d, num_heads=h, d_ff=d_ff, **dict(zip(names, c.fresh(*inputs))))
@@ -51,7 +63,7 @@ SECOND_ENCODER = (_encoder_case(7, 24, 3, 48), _encoder_case(8, 8, 2, 32))
 def test_encoder_layer(run_encoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
     """Self-attention under the source mask, then the FFN, each in a residual
     block (post-norm LN(x + sublayer(x)), or pre-norm x + sublayer(LN(x)) when declared)."""
-    case = _encoder_case(seed, d, h, d_ff)
+    case = _given(_encoder_case(seed, d, h, d_ff), conventions)
     x, mask = case[-2:]
     out, bugs = _observed_encoder(run_encoder_layer, case, conventions)
     assert_shape(out, (2, 7, d), rule="encoder layer output is (batch, src_len, d_model)")
@@ -85,6 +97,7 @@ def _call_decoder(run_decoder_layer, d, h, d_ff, w, x, memory, src_mask, tgt_mas
 def _observed_decoder(run_decoder_layer, case, conv):
     """The implementation's decoder layer on ``case`` (d_model, heads, d_ff,
     weights, x, memory, src_mask, tgt_mask), and the known bugs' replays there."""
+    case = _given(case, conv)
     return _call_decoder(run_decoder_layer, *case), KNOWN_BUGS.thunks("encdec.decoder_layer", *case, conv)
 
 
@@ -100,7 +113,7 @@ SECOND_DECODER = (
 @pytest.mark.parametrize(("d", "h", "d_ff"), SHAPES)
 def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
     """Masked self-attention, cross-attention over the encoder output (m = 7 ≠ n = 5), FFN."""
-    case = (d, h, d_ff, *_decoder_case(seed, d, d_ff))
+    case = _given((d, h, d_ff, *_decoder_case(seed, d, d_ff)), conventions)
     x, memory = case[4], case[5]
     out, bugs = _observed_decoder(run_decoder_layer, case, conventions)
     assert_shape(out, (2, 5, d), rule="decoder layer output is (batch, tgt_len, d_model)")
@@ -117,9 +130,10 @@ def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noq
 
 @pytest.mark.spec("encdec.decoder_layer")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_decoder_layer_is_causal(run_decoder_layer, seed):
+def test_decoder_layer_is_causal(run_decoder_layer, conventions, seed):  # noqa: F811
     """Under a causal target mask, changing target positions > i leaves position i unchanged."""
     w, x, memory, src_mask, _ = _decoder_case(seed, 16, 32)
+    w = without_attention_bias(w, conventions)
     causal = o.causal(5).expand(2, 5, 5)
     base = torch.as_tensor(_call_decoder(run_decoder_layer, 16, 4, 32, w, x, memory, src_mask, causal)).detach()
     changed = x.clone()
@@ -132,10 +146,11 @@ def test_decoder_layer_is_causal(run_decoder_layer, seed):
 
 @pytest.mark.spec("encdec.decoder_layer")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_decoder_layer_reads_the_memory(run_decoder_layer, seed):
+def test_decoder_layer_reads_the_memory(run_decoder_layer, conventions, seed):  # noqa: F811
     """Cross-attention keys and values come from the encoder output: padded
     memory positions do not matter, the others do."""
     w, x, memory, src_mask, tgt_mask = _decoder_case(seed, 16, 32)
+    w = without_attention_bias(w, conventions)
     base = torch.as_tensor(_call_decoder(run_decoder_layer, 16, 4, 32, w, x, memory, src_mask, tgt_mask)).detach()
     padded = memory.clone()
     padded[1, 5:] = c.randn(c.generator(seed + 60), 2, 16) * 3.0  # row 1 has m − 2 real positions

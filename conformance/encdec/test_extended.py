@@ -11,7 +11,7 @@ from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.cs336.oracles import nn as nn_oracle
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import conventions, without_attention_bias  # noqa: F401  (fixture)
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
 from lmspec.conformance.hints import other
 
@@ -120,7 +120,7 @@ def test_checkpointing_same_output_and_gradients(run_encoder_layer_gradients, co
     torch's float64 TransformerEncoderLayer with the same weights."""
     d, h, d_ff = 16, 4, 32
     g = c.generator(950 + seed)
-    w = c.encoder_layer_weights(g, d, d_ff)
+    w = without_attention_bias(c.encoder_layer_weights(g, d, d_ff), conventions)
     x = c.randn(g, 2, 7, d)
     mask = c.source_mask(c.tokens(g, [7, 5], 7, 11))
     grad_output = c.randn(g, 2, 7, d)

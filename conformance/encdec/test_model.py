@@ -19,7 +19,12 @@ import torch
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
-from lmspec.conformance.encdec.conventions import conventions, expected  # noqa: F401  (fixture)
+from lmspec.conformance.encdec.conventions import (  # noqa: F401  (fixture)
+    Conventions,
+    conventions,
+    expected,
+    without_attention_bias,
+)
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
 from lmspec.conformance.hints import confirmed, other
 
@@ -28,9 +33,11 @@ SEEDS = [0, 1]
 KEYS = ("norm", "layer_norm", "activation", "output")
 
 
-def _case(seed: int, sizes: c.Sizes, pre: bool, src_len: int = 7, tgt_len: int = 5):
+def _case(seed: int, sizes: c.Sizes, conv: Conventions, src_len: int = 7, tgt_len: int = 5):
+    """Weights (as the implementation is given them under ``conv``: final norms
+    under pre-norm, no attention biases when it declares none), ids, masks."""
     g = c.generator(600 + seed)
-    w = c.model_weights(g, sizes, pre)
+    w = without_attention_bias(c.model_weights(g, sizes, conv.norm == "pre"), conv)
     src = c.tokens(g, [src_len, src_len - 3], src_len, sizes.src_vocab_size)
     tgt = c.tokens(g, [tgt_len, tgt_len - 2], tgt_len, sizes.tgt_vocab_size, start=True)
     return w, src, tgt, c.source_mask(src), c.target_mask(tgt)
@@ -49,11 +56,11 @@ def _observed(run_encoder_decoder, case, conv):
     return _run(run_encoder_decoder, sizes, *inputs), KNOWN_BUGS.thunks("encdec.model", tuple(sizes), *inputs, conv)
 
 
-def _second_models(pre: bool):
+def _second_models(conv: Conventions):
     """Second inputs: other sizes (2 layers of d_model 24 over 3 heads, then
     one of 8 over 2), other lengths (6 source ids over 4 target ids)."""
     return tuple(
-        (sizes, *_case(seed, sizes, pre, src_len=6, tgt_len=4))
+        (sizes, *_case(seed, sizes, conv, src_len=6, tgt_len=4))
         for seed, sizes in ((7, c.Sizes(15, 14, 24, 2, 3, 48)), (8, c.Sizes(12, 10, 8, 1, 2, 32)))
     )
 
@@ -63,8 +70,7 @@ def _second_models(pre: bool):
 @pytest.mark.parametrize("sizes", SIZES, ids=lambda s: f"d{s.d_model}N{s.num_layers}h{s.num_heads}")
 def test_model_matches_oracle(run_encoder_decoder, conventions, seed, sizes):  # noqa: F811
     """(batch, tgt_len, tgt_vocab) target logits (or log-probabilities, declared)."""
-    pre = conventions.norm == "pre"
-    case = (sizes, *_case(seed, sizes, pre))
+    case = (sizes, *_case(seed, sizes, conventions))
     _, _, src, tgt, _, _ = case
     out, bugs = _observed(run_encoder_decoder, case, conventions)
     assert_shape(out, (2, 5, sizes.tgt_vocab_size), rule="the model's output is (batch, tgt_len, tgt_vocab)")
@@ -74,7 +80,7 @@ def test_model_matches_oracle(run_encoder_decoder, conventions, seed, sizes):  #
         c.TOL_MODEL,
         rule=f"encoder-decoder output vs the float64 oracle (declared {conventions.declared(*KEYS)})",
         hints=bugs,
-        again=lambda: _observed(run_encoder_decoder, other(case, *_second_models(pre)), conventions),
+        again=lambda: _observed(run_encoder_decoder, other(case, *_second_models(conventions)), conventions),
         context=f"{sizes}, src {src.tolist()}, tgt {tgt.tolist()}",
     )
 
@@ -84,7 +90,7 @@ def test_model_matches_oracle(run_encoder_decoder, conventions, seed, sizes):  #
 def test_model_is_causal(run_encoder_decoder, conventions, seed):  # noqa: F811
     """Changing target ids after position i leaves positions ≤ i unchanged."""
     sizes = SIZES[0]
-    w, src, tgt, src_mask, _ = _case(seed, sizes, conventions.norm == "pre")
+    w, src, tgt, src_mask, _ = _case(seed, sizes, conventions)
     tgt = c.tokens(c.generator(seed), [5, 5], 5, sizes.tgt_vocab_size, start=True)
     mask = c.target_mask(tgt)
     base = _run(run_encoder_decoder, sizes, w, src, tgt, src_mask, mask)
@@ -105,7 +111,7 @@ def test_model_is_causal(run_encoder_decoder, conventions, seed):  # noqa: F811
 def test_model_ignores_padded_source_contents(run_encoder_decoder, conventions, seed):  # noqa: F811
     """The ids at padded source positions (masked out) do not change the output."""
     sizes = SIZES[0]
-    w, src, tgt, src_mask, tgt_mask = _case(seed, sizes, conventions.norm == "pre")
+    w, src, tgt, src_mask, tgt_mask = _case(seed, sizes, conventions)
     base = _run(run_encoder_decoder, sizes, w, src, tgt, src_mask, tgt_mask)
     other = src.clone()
     other[~src_mask[:, 0]] = 5  # a real token id where the mask says padding
@@ -124,7 +130,7 @@ def test_model_ignores_padded_source_contents(run_encoder_decoder, conventions, 
 def test_encoder_does_not_depend_on_the_target(run_encoder_decoder, conventions, seed):  # noqa: F811
     """The first 3 positions with the whole target = the outputs with the target cut to 3 ids."""
     sizes = SIZES[0]
-    w, src, tgt, src_mask, _ = _case(seed, sizes, conventions.norm == "pre")
+    w, src, tgt, src_mask, _ = _case(seed, sizes, conventions)
     tgt = c.tokens(c.generator(seed + 1), [5, 5], 5, sizes.tgt_vocab_size, start=True)
     full = _run(run_encoder_decoder, sizes, w, src, tgt, src_mask, c.target_mask(tgt))
     cut = _run(run_encoder_decoder, sizes, w, src, tgt[:, :3], src_mask, c.target_mask(tgt[:, :3]))
@@ -154,7 +160,7 @@ def _greedy_case(conv, start_seed: int, max_len: int, with_end: bool):
     (and, with an end id, a row that ends early while the other goes on)."""
     sizes = SIZES[0]
     for seed in range(start_seed, start_seed + 200):
-        w, src, _, src_mask, _ = _case(seed, sizes, conv.norm == "pre")
+        w, src, _, src_mask, _ = _case(seed, sizes, conv)
         plain = o.greedy(tuple(sizes), w, src, src_mask, max_len, c.START, None, conv)
         if len(set(plain[0, 1:].tolist())) < 2 or not _margin_ok(sizes, w, src, src_mask, plain, conv):
             continue

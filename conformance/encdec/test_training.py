@@ -1,8 +1,9 @@
 """SPEC §6.2 the learning-rate rule and label smoothing.
 
-Rate: factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5), step 0
-treated as 1 (the rule is evaluated there by the annotated notes' scheduler
-as it starts). Label smoothing: the float64 formula of the declared
+Rate: factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5) for
+step ≥ 1 (MUST). Step 0, where the formula is undefined (0^−0.5), is STRICT:
+taken as 1 (the annotated notes' scheduler evaluates it as it starts); an
+exception there is that test's finding, with its likely cause. Label smoothing: the float64 formula of the declared
 distribution and loss; the mean over non-padding rows. An implementation
 that outputs log-probabilities (declared) is given log-probabilities.
 """
@@ -28,15 +29,15 @@ def _observed_rates(run_rate, steps, d_model, factor, warmup):
     return rates, replays
 
 
-#: The second input of the rate test: a whole schedule, from step 0 through
-#: the warmup to the decay (one step can look like several bugs: at step 100
+#: The second input of the rate test: a whole schedule, from step 1 through
+#: the warmup to the decay (never step 0: STRICT) (one step can look like several bugs: at step 100
 #: of a warmup of 4000, the max of the two terms and a warmup exponent of −0.5
 #: give the same rate).
-SECOND_RATES = ((0, 1, 5, 300, 999, 1000, 1001, 30000), 1024, 0.5, 1000)
+SECOND_RATES = ((1, 5, 300, 999, 1000, 1001, 30000), 1024, 0.5, 1000)
 
 
 @pytest.mark.spec("encdec.rate")
-@pytest.mark.parametrize("step", [0, 1, 100, 3999, 4000, 4001, 20000])
+@pytest.mark.parametrize("step", [1, 100, 3999, 4000, 4001, 20000])
 @pytest.mark.parametrize(("d_model", "factor", "warmup"), [(512, 1.0, 4000), (256, 2.0, 400)])
 def test_rate(run_rate, step, d_model, factor, warmup):
     rate, bugs = _observed_rates(run_rate, [step], d_model, factor, warmup)
@@ -44,10 +45,55 @@ def test_rate(run_rate, step, d_model, factor, warmup):
         rate,
         torch.tensor([o.rate(step, d_model, factor, warmup)], dtype=torch.float64),
         c.TOL_SCALAR,
-        rule="rate = factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5), step 0 as 1",
+        rule="rate = factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5)",
         hints=bugs,
         again=lambda: _observed_rates(run_rate, *SECOND_RATES),
         context=f"step={step}, d_model={d_model}, factor={factor}, warmup={warmup}",
+    )
+
+
+#: the cause an exception at step 0 is given when it comes back on a second input
+STEP_ZERO_RAISES = (
+    "the formula evaluated at step 0 (0^−0.5 is undefined): the annotated notes' rate takes step 0 as 1 "
+    "(`step = max(step, 1)`)"
+)
+#: the step-0 cases: the test's and its second input
+STEP_ZERO = ((512, 1.0, 4000), (256, 2.0, 400))
+
+
+def _raised_at_zero(run_rate, d_model, factor, warmup) -> ArithmeticError | None:
+    """The exception the implementation raises at step 0 (None when it returns)."""
+    try:
+        run_rate(step=0, d_model=d_model, factor=factor, warmup=warmup)
+    except ArithmeticError as exc:  # ZeroDivisionError: 0.0 cannot be raised to a negative power
+        return exc
+    return None
+
+
+@pytest.mark.spec("encdec.rate")
+@pytest.mark.strict
+def test_rate_step_zero(run_rate):
+    """STRICT: step 0 is taken as 1 (the formula is undefined there; the
+    annotated notes' scheduler starts there)."""
+    d_model, factor, warmup = STEP_ZERO[0]
+    raised = _raised_at_zero(run_rate, d_model, factor, warmup)
+    if raised is not None:
+        again = _raised_at_zero(run_rate, *STEP_ZERO[1])
+        cause = f"; likely cause: {STEP_ZERO_RAISES}" if isinstance(again, type(raised)) else ""
+        pytest.fail(
+            f"rate at step 0 (taken as 1, STRICT) raised {type(raised).__name__}: {str(raised).splitlines()[0]}"
+            f"{cause}\n  input: step=0, d_model={d_model}, factor={factor}, warmup={warmup}",
+            pytrace=False,
+        )
+    rates, bugs = _observed_rates(run_rate, [0], d_model, factor, warmup)
+    assert_close(
+        rates,
+        torch.tensor([o.rate(0, d_model, factor, warmup)], dtype=torch.float64),
+        c.TOL_SCALAR,
+        rule="rate at step 0 = rate at step 1 (STRICT: the formula starts at step 1)",
+        hints=bugs,
+        again=lambda: _observed_rates(run_rate, [0], *STEP_ZERO[1]),
+        context=f"step=0, d_model={d_model}, factor={factor}, warmup={warmup}",
     )
 
 

@@ -1,7 +1,9 @@
 """The encdec profile: SPEC §6.2, the encoder–decoder Transformer of
 "Attention Is All You Need" as the paper and the common from-scratch notes
 build it, graded through the adapter functions SPEC §6.2 defines (no course
-ships an adapter file for it: the suite calls every function by keyword).
+ships an adapter file for it: the suite calls every function by keyword), or,
+for a file or module that retypes the annotated notes, through their own
+names (``ANNOTATED_NAMES``, bound by the profile's binder).
 
 ``get_conventions()`` declares the choices the texts differ on (pre- or
 post-norm, the LayerNorm variant, the activation, logits or
@@ -11,7 +13,7 @@ the oracles follow the declaration (conformance/encdec/conventions.py).
 Points: no curriculum grades this model, so the points are lmspec's own, one
 per distinct rule an item checks, weighted by how much of the model the item
 covers: masks 2 (source, target), attention 3 (scaling, mask polarity,
-n ≠ m), mha 4 (projections with biases, head split, separate q/k/v inputs,
+n ≠ m), mha 4 (projections, head split, separate q/k/v inputs,
 mask per head), ffn 1, layernorm 2 (statistics, gain and bias), positions 2
 (the formula, interleaving), encoder_layer 3 and decoder_layer 4 (one per
 sublayer plus the residual placement), model 4 (embedding scale, positions,
@@ -57,6 +59,21 @@ FUNCTIONS = (
     ),
 )
 
+#: the annotated notes' names (SPEC §6.2): a file or module defining them is
+#: graded without an adapter file (conformance/judge/worker/binders/encdec.py)
+ANNOTATED_NAMES = (
+    "make_model",
+    "EncoderDecoder",
+    "MultiHeadedAttention",
+    "PositionwiseFeedForward",
+    "LayerNorm",
+    "PositionalEncoding",
+    "subsequent_mask",
+    "greedy_decode",
+    "LabelSmoothing",
+    "rate",
+)
+
 _E, _A = Kind.EXTENDED, Kind.AUDIT
 ITEMS = (
     SpecItem(
@@ -86,11 +103,11 @@ ITEMS = (
     ),
     SpecItem(
         "encdec.mha",
-        "multi-head attention with biases, separate query/key/value inputs",
+        "multi-head attention (biases as declared), separate query/key/value inputs",
         ("run_multihead_attention",),
         4,
         "- **MultiHeadAttention(d_model, h)**",
-        note="projections with biases, head split, separate inputs, mask per head",
+        note="projections (with biases unless declared without), head split, separate inputs, mask per head",
     ),
     SpecItem(
         "encdec.ffn", "position-wise FFN, ReLU (or GELU, declared)", ("run_feed_forward",), 1, "- **Position-wise FFN"
@@ -223,7 +240,14 @@ PROFILE = Profile(
     items=ITEMS,
     reference="lmspec.reference.encdec.adapter",
     tests=("encdec",),
-    adapter_files=("encdec_adapters.py", "tests/encdec_adapters.py", "adapters.py", "tests/adapters.py"),
-    markers=tuple(f.name for f in FUNCTIONS),
+    adapter_files=(
+        "encdec_adapters.py",
+        "tests/encdec_adapters.py",
+        "adapters.py",
+        "tests/adapters.py",
+        "the_annotated_transformer.py",
+    ),
+    markers=(*(f.name for f in FUNCTIONS), *ANNOTATED_NAMES),
     from_scratch=FROM_SCRATCH,
+    binder="encdec",
 )

@@ -66,7 +66,7 @@ class Adapter:
     def __init__(self, conventions: Conventions) -> None:
         self.conventions = conventions
 
-    def get_conventions(self) -> dict[str, str]:
+    def get_conventions(self) -> dict[str, str | bool]:
         return self.conventions.as_dict()
 
     def run_sinusoidal_positions(self, max_len: int, d_model: int) -> Float[Tensor, "max_len d_model"]:
@@ -99,7 +99,8 @@ class Adapter:
         value: Float[Tensor, "... m d_model"],
         mask: Bool[Tensor, "..."] | None = None,
     ) -> Float[Tensor, "... n d_model"]:
-        mha = _loaded(MultiHeadAttention(d_model, num_heads, self.conventions.masked_row), weights)
+        c = self.conventions
+        mha = _loaded(MultiHeadAttention(d_model, num_heads, c.masked_row, bias=c.attention_bias), weights)
         return mha(query, key, value, mask)
 
     def run_feed_forward(

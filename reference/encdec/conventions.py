@@ -1,20 +1,23 @@
 """The choices the encoder–decoder texts differ on (SPEC §6.2 ``get_conventions``).
 
 The paper's choices are the defaults: an implementation that declares
-nothing is held to them. The annotated notes' set differs in five places.
+nothing is held to them, and to biased attention projections (the common
+codebases; the paper's have none: ``attention_bias=False``). The annotated
+notes' set differs in four places.
 """
 
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-VALUES: dict[str, tuple[str, ...]] = {
+VALUES: dict[str, tuple[str | bool, ...]] = {
     "norm": ("post", "pre"),
     "layer_norm": ("biased", "annotated"),
     "activation": ("relu", "gelu"),
     "output": ("logits", "log_probs"),
     "masked_row": ("uniform", "nan"),
-    "label_smoothing": ("annotated", "torch"),
+    "label_smoothing": ("annotated", "torch", "others"),
     "smoothing_loss": ("cross_entropy", "kl"),
+    "attention_bias": (True, False),
 }
 
 
@@ -27,15 +30,16 @@ class Conventions:
     activation: Literal["relu", "gelu"] = "relu"
     output: Literal["logits", "log_probs"] = "logits"
     masked_row: Literal["uniform", "nan"] = "uniform"
-    label_smoothing: Literal["annotated", "torch"] = "annotated"
+    label_smoothing: Literal["annotated", "torch", "others"] = "annotated"
     smoothing_loss: Literal["cross_entropy", "kl"] = "cross_entropy"
+    attention_bias: bool = True
 
     def __post_init__(self) -> None:
         for key, allowed in VALUES.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"convention {key}={getattr(self, key)!r}: expected one of {allowed}")
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, str | bool]:
         return asdict(self)
 
     def with_(self, **changes: Any) -> "Conventions":

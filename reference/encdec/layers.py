@@ -61,21 +61,29 @@ def attention(
 
 
 class Linear(nn.Module):
-    """``y = x Wᵀ + b`` with ``W: (d_out, d_in)``, ``b: (d_out,)`` (keys ``weight``, ``bias``).
+    """``y = x Wᵀ + b`` with ``W: (d_out, d_in)``, ``b: (d_out,)`` (keys ``weight``, ``bias``;
+    ``bias=False``: no ``b``, as the paper's attention projections).
 
     Init as torch's: uniform on ±1/sqrt(d_in) for both.
     """
 
     def __init__(
-        self, d_in: int, d_out: int, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+        self,
+        d_in: int,
+        d_out: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         bound = 1.0 / math.sqrt(d_in)
         self.weight = nn.Parameter(torch.empty(d_out, d_in, device=device, dtype=dtype).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(d_out, device=device, dtype=dtype).uniform_(-bound, bound))
+        b = nn.Parameter(torch.empty(d_out, device=device, dtype=dtype).uniform_(-bound, bound)) if bias else None
+        self.register_parameter("bias", b)
 
     def forward(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_out"]:
-        return x @ self.weight.T + self.bias
+        out = x @ self.weight.T
+        return out if self.bias is None else out + self.bias
 
 
 class MultiHeadAttention(nn.Module):
@@ -91,6 +99,7 @@ class MultiHeadAttention(nn.Module):
         masked_row: str = "uniform",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if d_model % num_heads:
@@ -98,7 +107,7 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.masked_row = masked_row
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            Linear(d_model, d_model, device, dtype) for _ in range(4)
+            Linear(d_model, d_model, device, dtype, bias) for _ in range(4)
         )
 
     def _heads(self, x: Float[Tensor, "... len d_model"]) -> Float[Tensor, "... heads len d_k"]:

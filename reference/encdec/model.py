@@ -50,7 +50,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         c = conventions
         self.pre = c.norm == "pre"
-        self.self_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f, bias=c.attention_bias)
         self.ffn = FeedForward(d_model, d_ff, c.activation, **f)
         self.norm1, self.norm2 = (LayerNorm(d_model, c.layer_norm, **f) for _ in range(2))
         self.drop = nn.Dropout(dropout)
@@ -72,8 +72,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         c = conventions
         self.pre = c.norm == "pre"
-        self.self_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f, bias=c.attention_bias)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, c.masked_row, **f, bias=c.attention_bias)
         self.ffn = FeedForward(d_model, d_ff, c.activation, **f)
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, c.layer_norm, **f) for _ in range(3))
         self.drop = nn.Dropout(dropout)

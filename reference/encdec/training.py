@@ -11,7 +11,7 @@ from lmspec.reference.encdec.model import EncoderDecoder
 
 def rate(step: int, d_model: int, factor: float, warmup: int) -> float:
     """``factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5)``, step 0 taken as 1
-    (the rule is undefined there: 0^−0.5)."""
+    (the rule is undefined there: 0^−0.5; the annotated notes' scheduler starts there)."""
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
@@ -21,7 +21,8 @@ def smoothed_targets(
 ) -> Float[Tensor, "rows vocab"]:
     """The target distribution q per row. ``"annotated"``: ``1 − ε`` on the true
     class, ``ε / (V − 2)`` on every other class but the padding class (0 there);
-    ``"torch"``: ``(1 − ε)·onehot + ε / V`` on every class."""
+    ``"torch"``: ``(1 − ε)·onehot + ε / V`` on every class; ``"others"``: ``1 − ε``
+    on the true class, ``ε / (V − 1)`` on every other class."""
     if variant == "annotated":
         if vocab <= 2:
             raise ValueError(f"annotated label smoothing needs more than 2 classes, got {vocab}")
@@ -32,7 +33,10 @@ def smoothed_targets(
     if variant == "torch":
         q = torch.full((target.shape[0], vocab), smoothing / vocab, dtype=dtype, device=target.device)
         return q.scatter_add_(1, target.unsqueeze(1), torch.full_like(q[:, :1], 1.0 - smoothing))
-    raise ValueError(f"label smoothing variant {variant!r}: expected 'annotated' or 'torch'")
+    if variant == "others":
+        q = torch.full((target.shape[0], vocab), smoothing / (vocab - 1), dtype=dtype, device=target.device)
+        return q.scatter_(1, target.unsqueeze(1), 1.0 - smoothing)
+    raise ValueError(f"label smoothing variant {variant!r}: expected 'annotated', 'torch' or 'others'")
 
 
 def label_smoothing_loss(

@@ -83,6 +83,23 @@ def _forbidden_builtin(fn: Any) -> str | None:
     return None
 
 
+def _is_library(filename: str) -> bool:
+    return any(m in filename for m in _LIB_MARKERS)
+
+
+def _is_installed(filename: str) -> bool:
+    """In site-packages / dist-packages: an installed package, not the standard library."""
+    return any(m in filename for m in _LIB_MARKERS[:2])
+
+
+def _library_path(filename: str) -> str:
+    """An installed file's path from its package folder (``pkg/model.py``)."""
+    for marker in _LIB_MARKERS[:2]:
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1]
+    return filename
+
+
 def relative(filename: str, root: Path | None) -> str:
     if root is None:
         return filename
@@ -103,28 +120,44 @@ class Recorder:
         self._old: Any = None
 
     def _where(self, frame: types.FrameType | None) -> tuple[bool, str]:
-        """(found, location) of the first non-torch frame from ``frame``;
-        not found when a forbidden torch frame is on the way (a nested call)
+        """(found, location) of the first non-torch frame from ``frame``: the
+        line that reached torch. When that line is an installed package's (a
+        codebase the adapter calls into), the implementation's line that
+        called it follows: ``pkg/model.py:42 (called from adapters.py:17)``;
+        past a standard-library frame, the implementation's line.
+        Not found when a forbidden torch frame is on the way (a nested call)
         or the caller is this worker's own code."""
-        first = None
+        first = own = None
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename.startswith(_TORCH_DIR):
                 if _forbidden_file(filename):
                     return False, ""
-            elif first is None:
-                if filename.startswith(_WORKER_DIR):
+            elif filename.startswith(_WORKER_DIR):
+                if first is None:
                     return False, ""
+                break  # a library the worker itself called (a binder): no implementation line above it
+            elif first is None:
                 first = frame
-                if not any(m in filename for m in _LIB_MARKERS):
+                if not _is_library(filename):
+                    own = frame
                     break
-            elif not any(m in filename for m in _LIB_MARKERS):
-                first = frame  # prefer the implementation's own frame over a library's
+            elif not _is_library(filename):
+                own = frame
                 break
             frame = frame.f_back
         if first is None:
             return False, ""
-        return True, f"{relative(first.f_code.co_filename, self.root)}:{first.f_lineno}"
+        if own is None or own is first:
+            return True, self._location(first)
+        if _is_installed(first.f_code.co_filename):  # the codebase's line, then the adapter's
+            return True, f"{self._location(first)} (called from {self._location(own)})"
+        return True, self._location(own)  # a standard-library frame on the way: the implementation's line
+
+    def _location(self, frame: types.FrameType) -> str:
+        filename = frame.f_code.co_filename
+        shown = _library_path(filename) if _is_library(filename) else relative(filename, self.root)
+        return f"{shown}:{frame.f_lineno}"
 
     def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":

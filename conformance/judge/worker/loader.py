@@ -16,7 +16,7 @@ the submission: its ``conftest.py`` and its tests are never loaded.
   not installed, a minimal ``.dist-info`` (name and version only) is written
   to the worker's scratch folder, which goes on ``sys.path``. Nothing is
   installed anywhere.
-- A profile whose curriculum names its own classes (gpt2) has a *binder*
+- A profile whose curriculum names its own classes (gpt2, encdec) has a *binder*
   (binders/NAME.py): ``prepare(data)`` runs before the import (e.g. makes an
   offline tokenizer available), ``bind(module)`` after it, and what the judge
   calls are the adapter functions it returns.

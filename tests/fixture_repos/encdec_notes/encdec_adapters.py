@@ -4,7 +4,11 @@ The profile passes weights under its own keys (``q_proj.weight``,
 ``ffn.fc1.bias``, ``norm1.weight``...); ``_rename`` maps them onto this
 codebase's state dict (``linears.0.weight``, ``feed_forward.w_1.bias``,
 ``sublayer.0.norm.a_2``...), and each function builds the part, loads the
-renamed weights strictly and runs it in eval mode.
+renamed weights strictly and runs it in eval mode. Two things of the
+codebase are not weights of the profile: its position table, a persistent
+buffer (kept as the module built it), and its generator's bias (the
+profile's generator has none: zeros). Its ``greedy_decode`` decodes one
+sentence, so ``run_greedy_decode`` calls it once per batch row.
 """
 
 import copy
@@ -53,6 +57,12 @@ def _rename(key: str) -> str:
 
 def _load(module, weights):
     renamed = {_rename(k): v for k, v in weights.items()}
+    own = module.state_dict()
+    for key, value in own.items():
+        if key.endswith(".pe"):  # the position table: a buffer the module computed, not a weight
+            renamed.setdefault(key, value)
+        elif key == "generator.proj.bias":  # the profile's generator has no bias
+            renamed.setdefault(key, torch.zeros_like(value))
     module.load_state_dict(renamed, strict=True)
     return module.eval()
 
@@ -120,12 +130,25 @@ def run_encoder_decoder(
 
 @torch.no_grad()
 def run_greedy_decode(
-    src_vocab_size, tgt_vocab_size, d_model, num_layers, num_heads, d_ff, weights, src, src_mask, max_len, start_id,
+    src_vocab_size,
+    tgt_vocab_size,
+    d_model,
+    num_layers,
+    num_heads,
+    d_ff,
+    weights,
+    src,
+    src_mask,
+    max_len,
+    start_id,
     end_id=None,
 ):
     model = _model(src_vocab_size, tgt_vocab_size, d_model, num_layers, num_heads, d_ff, weights)
-    if end_id is None:
-        return s2s.greedy_decode(model, src, src_mask, max_len, start_id)
+    if end_id is None:  # the codebase's loop decodes one sentence: once per row
+        rows = [
+            s2s.greedy_decode(model, src[r : r + 1], src_mask[r : r + 1], max_len, start_id) for r in range(len(src))
+        ]
+        return torch.cat(rows)
     memory = model.encode(src, src_mask)
     ys = torch.full((src.size(0), 1), start_id, dtype=torch.long)
     done = torch.zeros(src.size(0), dtype=torch.bool)
