@@ -120,7 +120,8 @@ OPTIONS: tuple[Option, ...] = (
         "fixtures",
         ("--fixtures", "--fixtures-dir"),
         None,
-        "the official oracle files (else LMSPEC_FIXTURES, the graded repository's tests/fixtures, ../shared/fixtures)",
+        "the official oracle files (else LMSPEC_FIXTURES, the graded repository's tests/fixtures, "
+        "the cache of `lmspec fixtures fetch`, ../shared/fixtures)",
         metavar="DIR",
     ),
     _both(

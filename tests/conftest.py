@@ -49,6 +49,11 @@ def pytest_configure(config) -> None:
         "a long end-to-end run: `nox -s meta` runs them; `nox -s tests` runs a small deterministic sample "
         "of the catalog and none of the long runs (tests/conftest.py)",
     )
+    import os
+    import tempfile
+
+    # the user's cache of oracle files (lmspec fixtures fetch) is not the tests': each run starts with an empty one
+    os.environ["LMSPEC_FIXTURES_CACHE"] = tempfile.mkdtemp(prefix="lmspec-fixtures-cache-")
     from lmspec.conformance.judge.launch import die_with_parent
 
     die_with_parent()()  # a killed test run (its nox, its xdist controller) leaves no process running
