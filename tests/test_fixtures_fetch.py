@@ -164,3 +164,28 @@ def test_a_missing_file_names_the_fetch_command(cache: Path) -> None:
     files = FixtureSet(default_sources(None, None)[:4])
     assert "Run `lmspec fixtures fetch`" in files.explain_missing("corpus.en")
     assert "lmspec fixtures fetch" in FIXTURES_HINT
+
+
+def test_quick_start_grade_passes_from_the_cache_and_names_the_reference_by_its_path_here(
+    official: Path, cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nox -s grade` as a newcomer runs it once the files are fetched (one
+    item that needs them, to stay short): PASS, exit 0, the files from the
+    cache; the header names the reference where it lies on this machine, not
+    where the sandbox shows it (/opt/lmspec-base/...): the table's header
+    line shows results.json's origin."""
+    import json
+
+    from grader_run import run_grader
+
+    from lmspec import ROOT
+
+    assert _fetch(official, capsys)[0] == 0
+    env = {"LMSPEC_FIXTURES": None, "LMSPEC_REQUIRE_FIXTURES": None, "LMSPEC_FIXTURES_CACHE": str(cache)}
+    rc, output, _ = run_grader(tmp_path / "out", "--spec", "1.3.decode", "--jobs", "1", env=env)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert rc == 0 and data["verdict"] == "PASS", output
+    assert {u["source"] for u in data["implementation"]["fixtures"]["used"].values()} == {"the cache"}
+    origin = data["implementation"]["origin"]
+    assert origin == str(ROOT / "reference" / "adapter" / "__init__.py"), origin
+    assert "/opt/lmspec" not in json.dumps(data["implementation"]), data["implementation"]
