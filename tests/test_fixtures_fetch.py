@@ -189,3 +189,26 @@ def test_quick_start_grade_passes_from_the_cache_and_names_the_reference_by_its_
     origin = data["implementation"]["origin"]
     assert origin == str(ROOT / "reference" / "adapter" / "__init__.py"), origin
     assert "/opt/lmspec" not in json.dumps(data["implementation"]), data["implementation"]
+
+
+def test_download_stores_the_official_files_and_fetches_only_what_is_missing(
+    official: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The download path with a stand-in for the network: the URL of each
+    file at the pinned commit; a second fetch asks for nothing."""
+    by_url = {
+        fetching.RAW_URL.format(repository=fetching.OFFICIAL_REPOSITORY, commit=fetching.OFFICIAL_COMMIT, path=p): n
+        for n, (_, p, _aliases) in FIXTURES.items()
+    }
+    asked: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        asked.append(url)
+        return io.BytesIO((official / by_url[url]).read_bytes())
+
+    monkeypatch.setattr(fetching.urllib.request, "urlopen", urlopen)
+    assert _fetch(None, capsys)[0] == 0
+    assert sorted(asked) == sorted(by_url) and sorted(p.name for p in cache.iterdir()) == sorted(FIXTURES)
+    asked.clear()
+    rc, out, _ = _fetch(None, capsys)
+    assert rc == 0 and asked == [] and "  cached   corpus.en" in out, out

@@ -118,8 +118,10 @@ def _bounded(data: bytes, archive: Path) -> bytes:
     return data
 
 
-def _from_network(commit: str) -> Iterator[tuple[str, str, bytes | None]]:
+def _from_network(commit: str, cache: Path) -> Iterator[tuple[str, str, bytes | None]]:
     for name in FIXTURES:
+        if _cached_ok(cache, name):  # a verified copy is not downloaded again
+            continue
         url = RAW_URL.format(repository=OFFICIAL_REPOSITORY, commit=commit, path=FIXTURES[name][1])
         try:
             with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
@@ -135,9 +137,9 @@ def _from_network(commit: str) -> Iterator[tuple[str, str, bytes | None]]:
         yield name, url, data
 
 
-def _candidates(source: str | None, commit: str) -> Iterator[tuple[str, str, bytes | None]]:
+def _candidates(source: str | None, commit: str, cache: Path) -> Iterator[tuple[str, str, bytes | None]]:
     if source is None:
-        return _from_network(commit)
+        return _from_network(commit, cache)
     path = Path(source).expanduser()
     if path.is_dir():
         return _from_folder(path.resolve())
@@ -175,7 +177,7 @@ def fetch(source: str | None, cache: Path, commit: str = OFFICIAL_COMMIT, out=pr
     stored: dict[str, str] = {}
     refused: dict[str, list[str]] = {}
     try:
-        for name, where, data in _candidates(source, commit):
+        for name, where, data in _candidates(source, commit, cache):
             if name in stored:
                 continue
             if data is None:
@@ -196,7 +198,7 @@ def fetch(source: str | None, cache: Path, commit: str = OFFICIAL_COMMIT, out=pr
         elif name in refused:
             out(f"  REFUSED  {name}: not the official file ({'; '.join(refused[name])}); not stored")
         else:
-            out(f"  absent   {name}" + (" (already in the cache)" if _cached_ok(cache, name) else ""))
+            out(f"  cached   {name}" if _cached_ok(cache, name) else f"  absent   {name}")
     present = [n for n in FIXTURES if _cached_ok(cache, n)]
     missing = [n for n in FIXTURES if n not in present]
     out(f"{len(present)} of {len(FIXTURES)} oracle files in {cache}")
