@@ -212,3 +212,23 @@ def test_download_stores_the_official_files_and_fetches_only_what_is_missing(
     asked.clear()
     rc, out, _ = _fetch(None, capsys)
     assert rc == 0 and asked == [] and "  cached   corpus.en" in out, out
+
+
+def test_a_commit_the_server_lacks_falls_back_to_main_and_is_still_verified(
+    official: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """404 at the pinned commit: the file is asked of main, and a changed file there is refused."""
+    asked: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        asked.append(url)
+        if f"/{fetching.OFFICIAL_COMMIT}/" in url:
+            raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
+        name = next(n for n, (_, p, _a) in FIXTURES.items() if url.endswith("/" + p))
+        data = (official / name).read_bytes()
+        return io.BytesIO(data + b"changed upstream" if name == "german.txt" else data)
+
+    monkeypatch.setattr(fetching.urllib.request, "urlopen", urlopen)
+    rc, out, err = _fetch(None, capsys)
+    assert rc == 1 and "REFUSED  german.txt" in out and "still missing: german.txt" in err, (out, err)
+    assert any("/main/tests/fixtures/corpus.en" in u for u in asked) and (cache / "corpus.en").is_file()

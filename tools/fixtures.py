@@ -1,6 +1,7 @@
 """``lmspec fixtures``: the official oracle files in one verified command.
 
-    lmspec fixtures fetch                 download them from the official repository (pinned commit)
+    lmspec fixtures fetch                 download them from the official repository (pinned commit;
+                                          its main branch for a file the commit is not served with)
     lmspec fixtures fetch --from PATH     take them from a CS336 checkout, a folder of the files,
                                           or a .zip / .tar.gz archive of either
     lmspec fixtures where                 where a grading finds each file now
@@ -35,11 +36,16 @@ from lmspec.conformance.fixtures import _untrusted_file_problem as untrusted_fil
 #: The official assignment repository, and the commit whose files lmspec's hashes were recorded from.
 OFFICIAL_REPOSITORY = "stanford-cs336/assignment1-basics"
 OFFICIAL_COMMIT = "25a8a49"
+#: Asked when the pinned commit is not served (a file missing there): every file is verified by its
+#: sha256 whichever ref served it, so a later commit can only bring the same bytes or be refused.
+FALLBACK_REF = "main"
 RAW_URL = "https://raw.githubusercontent.com/{repository}/{commit}/{path}"
 #: Seconds a download may wait for the server.
 DOWNLOAD_TIMEOUT = 60
 #: An archive with more members than this is not read to the end (a checkout has a few hundred).
 MAX_ARCHIVE_MEMBERS = 100_000
+#: Nor one whose members add up to more bytes than this (a checkout's archive is tens of MB).
+MAX_ARCHIVE_BYTES = 4 << 30
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
@@ -100,9 +106,14 @@ def _from_zip(archive: Path) -> Iterator[tuple[str, str, bytes | None]]:
 
 def _from_tar(archive: Path) -> Iterator[tuple[str, str, bytes | None]]:
     with tarfile.open(archive, "r:*") as t:
+        total = 0
         for count, member in enumerate(t):
-            if count >= MAX_ARCHIVE_MEMBERS:
-                raise FetchError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members, not a CS336 checkout")
+            total += max(member.size, 0)
+            if count >= MAX_ARCHIVE_MEMBERS or total > MAX_ARCHIVE_BYTES:
+                raise FetchError(
+                    f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members or {MAX_ARCHIVE_BYTES >> 30} GiB, "
+                    "not a CS336 checkout"
+                )
             if not member.isreg():  # links, devices, folders: never read
                 continue
             for name in FIXTURES:
@@ -124,8 +135,13 @@ def _from_network(commit: str, cache: Path) -> Iterator[tuple[str, str, bytes | 
             continue
         url = RAW_URL.format(repository=OFFICIAL_REPOSITORY, commit=commit, path=FIXTURES[name][1])
         try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
-                data = response.read(MAX_FIXTURE_BYTES + 1)
+            try:
+                data = _download(url)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404 or commit == FALLBACK_REF:
+                    raise
+                url = RAW_URL.format(repository=OFFICIAL_REPOSITORY, commit=FALLBACK_REF, path=FIXTURES[name][1])
+                data = _download(url)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise FetchError(
@@ -135,6 +151,11 @@ def _from_network(commit: str, cache: Path) -> Iterator[tuple[str, str, bytes | 
         if len(data) > MAX_FIXTURE_BYTES:
             raise FetchError(f"{url}: larger than {MAX_FIXTURE_BYTES} bytes, not an oracle file")
         yield name, url, data
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
+        return response.read(MAX_FIXTURE_BYTES + 1)
 
 
 def _candidates(source: str | None, commit: str, cache: Path) -> Iterator[tuple[str, str, bytes | None]]:
