@@ -232,3 +232,14 @@ def test_a_commit_the_server_lacks_falls_back_to_main_and_is_still_verified(
     rc, out, err = _fetch(None, capsys)
     assert rc == 1 and "REFUSED  german.txt" in out and "still missing: german.txt" in err, (out, err)
     assert any("/main/tests/fixtures/corpus.en" in u for u in asked) and (cache / "corpus.en").is_file()
+
+
+def test_a_batch_ships_the_cache_to_its_workers_only_when_it_holds_the_files(
+    official: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lmspec.tools.grade.batch import _fixtures_folder
+
+    cache.mkdir()
+    assert _fixtures_folder(None) != cache  # an empty cache is not a fixtures folder
+    assert _fetch(official, capsys)[0] == 0
+    assert _fixtures_folder(None) == cache
