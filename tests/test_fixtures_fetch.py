@@ -135,6 +135,15 @@ def test_bad_sources_are_one_line(cache: Path, tmp_path: Path, capsys: pytest.Ca
         assert rc == 1 and err.count("\n") == 1 and expected in err and str(given) in err, err
 
 
+def test_a_mistake_in_the_arguments_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, expected in [([], "the following arguments are required"), (["fecth"], "invalid choice: 'fecth'")]:
+        with pytest.raises(SystemExit) as exc:
+            fetching.main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and expected in err, err
+        assert err.startswith("lmspec fixtures: error: ") and "(see lmspec fixtures --help)" in err
+
+
 def test_offline_download_says_how_to_fetch_from_a_copy(
     cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

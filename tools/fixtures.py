@@ -24,6 +24,7 @@ import os
 import sys
 import tarfile
 import tempfile
+import typing
 import urllib.error
 import urllib.request
 import zipfile
@@ -260,8 +261,16 @@ def where(out=print) -> int:
     return 0 if found == len(FIXTURES) else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistake in the arguments is one line naming where the help is (exit status 2)."""
+
+    def error(self, message: str) -> "typing.NoReturn":
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
 def build_parser(prog: str = "lmspec fixtures") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{fetch,where}")
     f = sub.add_parser("fetch", help="store the official oracle files, verified, in the cache")
     f.add_argument(
