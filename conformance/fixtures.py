@@ -4,7 +4,9 @@ that they are the real ones.
 A file is looked for, in order, in: the folder given with ``--fixtures``;
 ``$LMSPEC_FIXTURES``; the graded repository's own ``tests/fixtures`` (every
 CS336 checkout has one; its AdamW result is ``tests/_snapshots/test_adamw.npz``);
-``../shared/fixtures`` beside lmspec's checkout. Every file found is checked
+the user's cache, where ``lmspec fixtures fetch`` stores them
+(:func:`cache_folder`); ``../shared/fixtures`` beside
+lmspec's checkout. Every file found is checked
 against the sha256 table below (facts recorded from the official files of
 the 2025 and 2026 handouts, which are byte-identical but for the AdamW
 snapshot): a file that differs is refused, whoever brought it, so a
@@ -94,6 +96,22 @@ FIXTURES: dict[str, tuple[frozenset[str], str, tuple[str, ...]]] = {
 #: Largest oracle file read from a graded repository (the official ones are under 2 MB).
 MAX_FIXTURE_BYTES = 64 << 20
 
+#: Where the cache keeps the oracle files, under the user's cache folder.
+CACHE_SUBDIR = Path("lmspec") / "fixtures"
+
+
+def cache_folder() -> Path:
+    """The user's cache of oracle files: ``$LMSPEC_FIXTURES_CACHE`` when set,
+    else ``$XDG_CACHE_HOME/lmspec/fixtures`` (``~/.cache/lmspec/fixtures``
+    when XDG_CACHE_HOME is unset or relative, as the XDG base-directory
+    rules say)."""
+    explicit = os.environ.get("LMSPEC_FIXTURES_CACHE")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / CACHE_SUBDIR
+
 
 class FixtureMissing(LookupError):
     """No source has the file (the tests that need it skip)."""
@@ -113,7 +131,7 @@ def sha256_file(path: Path) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    label: str  # "--fixtures", "LMSPEC_FIXTURES", "the graded repository", "../shared/fixtures"
+    label: str  # "--fixtures", "LMSPEC_FIXTURES", "the graded repository", "the cache", "../shared/fixtures"
     folder: Path | None  # None: not given
     repository: bool = False  # a CS336 checkout (files at their paths in FIXTURES)
 
@@ -147,6 +165,7 @@ def default_sources(explicit: str | None, repo_root: Path | None) -> list[Source
         Source("--fixtures", Path(explicit).expanduser().resolve() if explicit else None),
         Source("LMSPEC_FIXTURES", Path(env).expanduser().resolve() if env else None),
         Source("the graded repository", repo_root, repository=True),
+        Source("the cache", cache_folder()),
         Source("../shared/fixtures", ROOT.parent / "shared" / "fixtures"),
     ]
 
@@ -208,8 +227,9 @@ class FixtureSet:
         if refused_here:
             self.refused.extend(r for r in refused_here if r not in self.refused)
             raise FixtureRefused(
-                f"oracle file {name} refused: " + "; ".join(refused_here) + ". Restore the official file, or "
-                "point --fixtures (or LMSPEC_FIXTURES) at a folder with the official CS336 tests/fixtures files"
+                f"oracle file {name} refused: " + "; ".join(refused_here) + ". Restore the official file (`lmspec "
+                "fixtures fetch` stores it in the cache), or point --fixtures (or LMSPEC_FIXTURES) at a folder "
+                "with the official CS336 tests/fixtures files"
             )
         if name not in self.missing:
             self.missing.append(name)
@@ -225,8 +245,9 @@ class FixtureSet:
         return (
             f"oracle file {name} not found; looked in: "
             + "; ".join(looked)
-            + ". Point --fixtures (or LMSPEC_FIXTURES) at the tests/fixtures folder of a CS336 "
-            "assignment-1 checkout (github.com/stanford-cs336/assignment1-basics)"
+            + ". Run `lmspec fixtures fetch` (it downloads the official files into the cache), or point "
+            "--fixtures (or LMSPEC_FIXTURES) at the tests/fixtures folder of a CS336 assignment-1 checkout "
+            "(github.com/stanford-cs336/assignment1-basics)"
         )
 
     def report(self) -> dict[str, object]:

@@ -120,7 +120,8 @@ OPTIONS: tuple[Option, ...] = (
         "fixtures",
         ("--fixtures", "--fixtures-dir"),
         None,
-        "the official oracle files (else LMSPEC_FIXTURES, the graded repository's tests/fixtures, ../shared/fixtures)",
+        "the official oracle files (else LMSPEC_FIXTURES, the graded repository's tests/fixtures, "
+        "the cache of `lmspec fixtures fetch`, ../shared/fixtures)",
         metavar="DIR",
     ),
     _both(
@@ -207,6 +208,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _grade("timings", ("--timings",), False, "print where the grading's time went (also in results.json)", flag=True),
     _grade("quiet", ("--quiet",), False, "no progress display and no table", flag=True),
+    _grade(
+        "watch",
+        ("--watch",),
+        False,
+        "grade again whenever a file of the submission changes, printing only what changed (with --spec: "
+        "the items you are fixing); Ctrl-C stops",
+        flag=True,
+    ),
     # --- the suite's plugin ---
     _suite("in_process", ("--in-process",), False, "DEBUG ONLY: run the implementation in this process", flag=True),
     _suite("max_examples", ("--max-examples",), None, "Hypothesis max_examples override", int),

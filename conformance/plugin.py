@@ -232,7 +232,7 @@ class _Fixtures:
 @pytest.fixture(scope="session")
 def fixtures_dir(pytestconfig: pytest.Config) -> _Fixtures:
     """The official oracle files (conformance/fixtures.py: --fixtures,
-    LMSPEC_FIXTURES, the graded repository's tests/fixtures, ../shared/fixtures)."""
+    LMSPEC_FIXTURES, the graded repository's tests/fixtures, the cache, ../shared/fixtures)."""
     return _Fixtures(session_of(pytestconfig).fixtures)
 
 

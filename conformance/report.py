@@ -23,6 +23,7 @@ from _pytest.outcomes import OutcomeException
 
 from lmspec import ROOT
 from lmspec.conformance.judge.faults import Fault, SubmissionError
+from lmspec.conformance.judge.implementation import Paths
 from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX, Outcome
 
 SCHEMA = "lmspec-judge/1"
@@ -352,7 +353,8 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "target": target.target.to_json(),
         "profile": target.profile.name,
         "root": str(target.root) if target.root else None,
-        "origin": ready.get("origin"),
+        # where the adapter lies on this machine, not inside the sandbox (which shows lmspec's reference elsewhere)
+        "origin": Paths.host(str(ready["origin"])) if ready.get("origin") else None,
         "is_reference": target.target.is_reference,
         "sandbox": str(target.spec.sandbox),
         "in_process": target.in_process,

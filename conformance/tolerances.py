@@ -2,8 +2,8 @@
 
 Each bound is a few times the float32-vs-float64 error measured on *correct*
 variants (einsum vs matmul, fused vs separate projections, other op orders);
-the comment next to each records the measurement (tools: see README
-"Tolerances"). Failures print the tolerance they were held to.
+the comment next to each records the measurement (tools/measure_tolerances.py;
+docs/grading.md, "What the suite checks"). Failures print the tolerance they were held to.
 """
 
 from typing import NamedTuple

@@ -11,6 +11,7 @@ import sys
 #: subcommand -> (module, function, prefix arguments, one-line help)
 COMMANDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "grade": ("lmspec.tools.grade.cli", "main", (), "grade an implementation (a CS336 repository, an adapters file)"),
+    "fixtures": ("lmspec.tools.fixtures", "main", (), "store the official oracle files, verified, in the cache"),
     "spec": ("lmspec.tools.spec", "main", (), "show the specification, whole or one item"),
     "train-bpe": ("lmspec.reference.cli", "main", ("train-bpe",), "train a byte-level BPE tokenizer (reference)"),
     "encode": ("lmspec.reference.cli", "main", ("encode",), "encode a text file into a token array (reference)"),

@@ -1,6 +1,6 @@
 """Command line: ``python -m reference train-bpe | encode | train | generate``.
 
-End to end (README.md, "Train a tiny language model end to end", has a measured run)::
+End to end (docs/training.md, "Train a tiny language model end to end", has a measured run)::
 
     python -m reference train-bpe corpus.txt --vocab-size 2000 --out-dir tok
     python -m reference encode corpus.txt --tokenizer tok --output data/train.npy \\

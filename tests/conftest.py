@@ -32,6 +32,8 @@ CATALOG_PARAMETRISED = {"test_mutants.py", "test_variants.py"}
 #: fresh clone, a batch killed mid-way): the full session runs them with the catalog, the fast one does not.
 LONG_RUNS = {
     "test_bench.py": {"test_bench_quick_runs_end_to_end"},
+    "test_fixtures_fetch.py": {"test_quick_start_grade_passes_from_the_cache_and_names_the_reference_by_its_path_here"},
+    "test_watch.py": {"test_watch_regrades_an_edited_adapter_and_stops_on_ctrl_c"},
     "test_encdec.py": {"test_smoke_reverses_sequences"},
     "test_grade.py": {
         "test_fresh_clone_grades_a_repository_with_its_own_fixtures",
@@ -53,6 +55,11 @@ def pytest_configure(config) -> None:
         "a long end-to-end run: `nox -s meta` runs them; `nox -s tests` runs a small deterministic sample "
         "of the catalog and none of the long runs (tests/conftest.py)",
     )
+    import os
+    import tempfile
+
+    # the user's cache of oracle files (lmspec fixtures fetch) is not the tests': each run starts with an empty one
+    os.environ["LMSPEC_FIXTURES_CACHE"] = tempfile.mkdtemp(prefix="lmspec-fixtures-cache-")
     from lmspec.conformance.judge.launch import die_with_parent
 
     die_with_parent()()  # a killed test run (its nox, its xdist controller) leaves no process running

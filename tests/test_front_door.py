@@ -219,7 +219,7 @@ def test_missing_fixtures_make_the_grade_incomplete_in_every_format(tmp_path: Pa
     assert statuses == {"1.3.encode": "incomplete", "1.3.decode": "incomplete", "2.rope": "pass"}, statuses
     assert (report.score, report.max_score, report.not_checked_points) == (2, 11, 9)
     assert not report.passed and report.verdict == "INCOMPLETE"
-    line = "score 2/11 (18.2%) + 9 not checked (fixtures missing: pass --fixtures DIR)"
+    line = "score 2/11 (18.2%) + 9 not checked (fixtures missing: run `lmspec fixtures fetch`, or pass --fixtures DIR)"
     assert report.score_line() == line
     table = render_table(report, width=120)
     assert line in table and "verdict: INCOMPLETE: 9 of 11 points could not be checked" in table, table
@@ -348,7 +348,7 @@ def test_a_fresh_clone_without_fixtures_grades_incomplete_not_full_marks(tmp_pat
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     item = data["items"][0]
     assert rc == 1 and data["verdict"] == "INCOMPLETE" and item["status"] == "incomplete", output
-    assert "not checked (fixtures missing: pass --fixtures DIR)" in data["score_line"]
+    assert "not checked (fixtures missing: run `lmspec fixtures fetch`, or pass --fixtures DIR)" in data["score_line"]
     assert item["counts"].get("not_checked", 0) >= 1 and item["points"] == 0, item
 
 

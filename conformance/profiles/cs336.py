@@ -78,7 +78,7 @@ FUNCTIONS = (
         explicit_defaults=True,
     ),
     Function("run_train_bpe", ("input_path", "vocab_size", "special_tokens", "**kwargs"), files={"input_path": "in"}),
-    # --- extended (lmspec's own; README "The extended profile") ---
+    # --- extended (lmspec's own; docs/students.md "The extended profile") ---
     Function("run_silu_ffn", ("d_model", "d_ff", "w1_weight", "w2_weight", "in_features"), extended=True),
     Function(
         "run_transformer_block_ablation",

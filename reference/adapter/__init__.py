@@ -3,7 +3,7 @@
 Core profile: the 21 functions of the CS336 2025 ``tests/adapters.py``, same
 names and signatures. Extended profile: optional functions lmspec defines for
 what the core profile cannot reach (generation, accounting, ablations),
-listed with their signatures in docs/CONTRIBUTING-suite.md and the README.
+listed with their signatures in docs/CONTRIBUTING-suite.md and docs/students.md.
 
 Each area lives in its own module; this package re-exports all of them so
 ``--adapter reference.adapter`` sees one flat module like a student's file.

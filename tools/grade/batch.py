@@ -138,12 +138,18 @@ def _store(out: Path, name: str, files: dict[str, bytes]) -> None:
 
 def _fixtures_folder(explicit: str | None) -> Path | None:
     """The oracle files the client would use (they travel to the workers):
-    --fixtures, else LMSPEC_FIXTURES, else ../shared/fixtures beside lmspec."""
+    --fixtures, else LMSPEC_FIXTURES, else the cache (``lmspec fixtures fetch``),
+    else ../shared/fixtures beside lmspec."""
+    from lmspec.conformance.fixtures import FIXTURES, cache_folder
     from lmspec.tools.grade.files import REPO
 
-    for candidate in (explicit, os.environ.get("LMSPEC_FIXTURES"), str(REPO.parent / "shared" / "fixtures")):
+    for candidate in (explicit, os.environ.get("LMSPEC_FIXTURES")):
         if candidate and Path(candidate).expanduser().is_dir():
             return Path(candidate).expanduser().resolve()
+    # the cache and the shared folder only when they hold an oracle file (a cache may exist empty)
+    for folder in (cache_folder(), REPO.parent / "shared" / "fixtures"):
+        if any((folder / name).is_file() for name in FIXTURES):
+            return folder.resolve()
     return None
 
 

@@ -103,20 +103,25 @@ def _check_profile(args: argparse.Namespace) -> None:
 
 def _check_spec(args: argparse.Namespace, target: Target | None) -> None:
     """Every --spec selector names an item of what is graded (the target's
-    profile when it is known before the grading; any profile's otherwise)."""
+    profile when it is known before the grading; any profile's otherwise):
+    an id, a prefix, or a name the item is known by (tools/grade/select.py),
+    which becomes the ids it selects."""
     if not args.spec:
         return
+    from lmspec.tools.grade.select import expand
+
     known = target is not None and target.detected_by != "star-import"
     chosen = [profiles.get(target.profile)] if known else list(profiles.all_profiles())  # type: ignore[union-attr]
     ids = [i.id for p in chosen for i in p.items]
     whose = f" of profile {chosen[0].name}" if known else ""
-    for sel in (s.strip() for s in args.spec.split(",") if s.strip()):
-        if not any(i == sel or i.startswith(sel + ".") for i in ids):
-            sections = sorted({i.partition(".")[0] for i in ids})
-            raise UsageError(
-                f"--spec {sel}: matches no spec item{whose}; expected item ids or their prefixes, comma-separated "
-                f"(sections {', '.join(sections)}; every id: lmspec spec --list)"
-            )
+    args.spec, unknown = expand(args.spec, chosen)
+    for sel in unknown:
+        sections = sorted({i.partition(".")[0] for i in ids})
+        raise UsageError(
+            f"--spec {sel}: matches no spec item{whose}; expected item ids or their prefixes, or the name of an "
+            f"adapter function or of the book's or the notes' classes, comma-separated "
+            f"(sections {', '.join(sections)}; every id: lmspec spec --list)"
+        )
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -171,6 +176,13 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
         except (TargetError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
     _check_spec(args, target)
+    if args.watch:
+        from lmspec.tools.grade.watch import watched_folder
+
+        if args.batch:
+            raise UsageError("--watch goes without --batch (it re-grades one submission)")
+        if target is not None and watched_folder(target) is None:
+            raise UsageError(f"--watch {target.given}: a module name has no files to watch; give its folder or file")
     try:
         points = load_points(args.points, target.profile if target else args.profile)
     except PointsFileError as exc:
@@ -260,7 +272,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _watch(args: argparse.Namespace, target: Any, formats: list[str], points: PointsTable) -> int:
+    from lmspec.tools.grade.watch import watch
+
+    # one judge process: a re-grade of a few items is mostly start-up, which more processes only multiply
+    settings = options.from_namespace(args).replace(jobs=args.jobs or 1)
+    out = Path(args.out)
+
+    def run() -> Any:
+        report = grade(target, out=out, settings=settings, points=points)
+        write_outputs(report, out, tuple(f for f in formats if f != "table"), points)
+        return report
+
+    return watch(target, run, out=out)
+
+
 def _grade_one(args: argparse.Namespace, target: Any, formats: list[str], points: PointsTable) -> int:
+    if args.watch:
+        return _watch(args, target, formats, points)
     settings = options.from_namespace(args).replace(jobs=args.jobs or min(os.cpu_count() or 1, 4))
     display = _ProgressDisplay("grading", enabled=not args.quiet)
     try:

@@ -61,7 +61,7 @@ class Status(enum.StrEnum):
 FAILED_OUTCOMES = (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT)
 #: Outcomes that are not counted in an item's verdict.
 UNCOUNTED = (Outcome.SKIPPED, Outcome.NOT_CHECKED)
-FIXTURES_HINT = "fixtures missing: pass --fixtures DIR"
+FIXTURES_HINT = "fixtures missing: run `lmspec fixtures fetch`, or pass --fixtures DIR"
 
 
 @dataclass
@@ -234,7 +234,7 @@ class GradeReport:
         return "FAIL"
 
     def score_line(self) -> str:
-        """``score 33/62 (53.2%) + 29 not checked (fixtures missing: pass --fixtures DIR)``"""
+        """``score 33/62 (53.2%) + 29 not checked (fixtures missing: run `lmspec fixtures fetch`, ...)``"""
         line = f"score {_pts(self.score)}/{_pts(self.max_score)} ({self.percent:.1f}%)"
         if self.incomplete:
             line += f" + {_pts(self.not_checked_points)} not checked ({FIXTURES_HINT})"
