@@ -114,6 +114,8 @@ def watch(
 ) -> int:
     """Grade with ``run``, then again after each change of the submission's
     files, until Ctrl-C (or ``stop_after`` gradings, for tests)."""
+    say = echo
+    echo = lambda line: say(plain(line))  # the folder's and the files' names are the submission's
     folder = watched_folder(target)
     if folder is None:
         raise ValueError("--watch needs a repository folder or an adapters file (a module name has no files to watch)")
@@ -150,7 +152,7 @@ def watch(
 
 
 def _relative(path: str, folder: Path) -> str:
-    return plain(os.path.relpath(path, folder))
+    return os.path.relpath(path, folder)
 
 
 def _wait_for_change(folder: Path, skip: Path | None, seen: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
