@@ -56,10 +56,13 @@ def pytest_configure(config) -> None:
         "of the catalog and none of the long runs (tests/conftest.py)",
     )
     import os
+    import shutil
     import tempfile
 
     # the user's cache of oracle files (lmspec fixtures fetch) is not the tests': each run starts with an empty one
-    os.environ["LMSPEC_FIXTURES_CACHE"] = tempfile.mkdtemp(prefix="lmspec-fixtures-cache-")
+    cache = tempfile.mkdtemp(prefix="lmspec-fixtures-cache-")
+    os.environ["LMSPEC_FIXTURES_CACHE"] = cache
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     from lmspec.conformance.judge.launch import die_with_parent
 
     die_with_parent()()  # a killed test run (its nox, its xdist controller) leaves no process running
