@@ -190,6 +190,14 @@ class _Once(torch.nn.Module):
         self.model = model
         self.seen: tuple[torch.Tensor, torch.Tensor] | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        """The model's own attributes (``model.pos_emb``, ``model.cfg``), as a
+        reader's ``generate`` may read them."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["model"], name)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.seen is None or not torch.equal(self.seen[0], ids):
             with torch.no_grad():
@@ -302,7 +310,7 @@ class _Reader:
         """The id ``generate`` appends in one step, once per seed (``torch.manual_seed(seed)``
         before each call): many draws from one model, built once and run once
         (eval mode is deterministic: the same ids give the logits already computed)."""
-        gpt = _Once(self.model(cfg, weights).eval())
+        gpt = _Once(self.model(cfg, weights)).eval()
         first = idx.shape[-1]
         draws = []
         for seed in seeds:
