@@ -143,6 +143,14 @@ OPTIONS: tuple[Option, ...] = (
     _grade("timeout", ("--timeout",), 1800.0, "overall limit per submission, in seconds (1800)", float, "S"),
     _grade("fail_under", ("--fail-under",), None, "exit 0 when score >= PCT %% of max", float, "PCT"),
     _grade(
+        "chapters",
+        ("--chapters",),
+        None,
+        "gpt2: chapters that count in full, started or not (e.g. 2-5: the chapters assigned); by default the "
+        "verdict covers the chapters the reader has started",
+        metavar="LIST",
+    ),
+    _grade(
         "jobs",
         ("--jobs",),
         None,

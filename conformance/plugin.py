@@ -138,7 +138,7 @@ def _make_fixture(function: profiles.Function):
     @pytest.fixture(scope="session", name=name)
     def _fixture(impl: Implementation):
         if not impl.has(name):
-            pytest.skip(str(NotImplementedByAdapter(name, function.extended)))
+            pytest.skip(str(NotImplementedByAdapter(name, function.extended, said=impl.absent(name))))
         fn = RemoteFunction(impl, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:

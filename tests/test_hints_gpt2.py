@@ -58,6 +58,9 @@ def _second_inputs(fixtures_dir):
         yield "mha", "gpt2.mha", args, o.mha(*args), test_attention.TOL
     for x, w in test_layers.SECOND_LN:
         yield "layernorm", "gpt2.layernorm", (x, w), o.layernorm(x, w), test_layers.TOL
+    for x, w in test_layers.SECOND_SMALL:  # near-constant rows (STRICT): the epsilon's placement shows
+        for item in ("gpt2.layernorm", "gpt2.layernorm/eps"):
+            yield "layernorm near-constant", item, (x, w), o.layernorm(x, w), test_layers.TOL
     for x in test_layers.SECOND_GELU:
         yield "gelu", "gpt2.gelu", (x,), o.gelu(x), test_layers.GELU_TOL
     for x, w in test_layers.SECOND_FF:
@@ -93,6 +96,25 @@ def test_second_inputs_tell_the_known_bugs_apart(fixtures_dir):
         outputs |= {c: replay() for c, replay in KNOWN_BUGS.thunks(item, *args) if "eos" not in c}
         same = [(a, b) for a, b in itertools.combinations(outputs, 2) if not _differ(outputs[a], outputs[b], tol)]
         assert not same, f"{test}: a second input where these give the same output: {same}"
+
+
+def test_sampling_second_inputs_tell_the_known_bugs_apart():
+    """On the distribution test's second inputs, the right distribution and
+    each known bug's differ by more than that test can miss: 800 draws from
+    any one of them fail the others' check (seeded here; the check's budget)."""
+    from lmspec.conformance import stats
+
+    for seed, temperature, top_k in test_generation.SECOND_DRAWS.values():
+        c, w, idx = test_generation._sampling_case(seed)
+        logits = o.next_logits(idx[0].tolist(), w, c)
+        dists = {"the oracle": o.sampling_probs(logits, temperature, top_k)}
+        dists |= {c: replay() for c, replay in KNOWN_BUGS.thunks("gpt2.generate/draws", logits, temperature, top_k)}
+        for a, p in dists.items():
+            draws = torch.multinomial(p.float(), test_generation.DRAWS, replacement=True, generator=sg.generator(0))
+            counts = torch.bincount(draws, minlength=len(p)).tolist()
+            for b, q in dists.items():
+                fits = stats.check_distribution(counts, q.tolist(), budget=test_generation.CASE_BUDGET) is None
+                assert fits == (a == b), f"top_k {top_k}, T {temperature}: draws of {a} fit {b}: {fits}"
 
 
 def test_load_weights_second_inputs_tell_the_orders_apart():

@@ -28,7 +28,8 @@ def _layernorm_unbiased(x, w) -> torch.Tensor:
     return o.f64(w["scale"]) * (x - mean) / torch.sqrt(var + o.EPS) + o.f64(w["shift"])
 
 
-@KNOWN_BUGS.register("gpt2.layernorm", "eps added outside the square root")
+# the placement shows on near-constant rows only, which are STRICT: their own key
+@KNOWN_BUGS.register("gpt2.layernorm/eps", "eps added outside the square root")
 def _layernorm_eps_outside(x, w) -> torch.Tensor:
     x = o.f64(x)
     mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
@@ -191,3 +192,24 @@ KNOWN_BUGS.add(
     _generate(temperature=lambda a: 1.0 if a["temperature"] > 0 else a["temperature"]),
 )
 KNOWN_BUGS.add("gpt2.generate", "the eos id is appended before stopping", _generate(append_eos=lambda a: True))
+
+
+# --- the distribution one sampling step draws from (logits, temperature, top_k) -------------
+def _drawn(temperature=lambda t: t, top_k=lambda k: k):
+    def replay(logits, t, k):
+        return o.sampling_probs(logits, temperature(t), top_k(k))
+
+    return replay
+
+
+def _fewer(k):
+    if k is not None and k < 2:
+        raise ValueError("top-k keeps k−1 ids: nothing is left of k = 1")
+    return None if k is None else k - 1
+
+
+KNOWN_BUGS.add(
+    "gpt2.generate/draws", "top-k keeps k+1 ids (off by one)", _drawn(top_k=lambda k: None if k is None else k + 1)
+)
+KNOWN_BUGS.add("gpt2.generate/draws", "top-k keeps k−1 ids (off by one)", _drawn(top_k=_fewer))
+KNOWN_BUGS.add("gpt2.generate/draws", "logits not divided by the temperature", _drawn(temperature=lambda t: 1.0))

@@ -175,6 +175,14 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, -math.inf)
 
 
+def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
+    """The distribution ``generate`` samples from at ``temperature > 0``:
+    ``softmax(top_k(logits) / temperature)``."""
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    return torch.softmax(logits / temperature, -1)
+
+
 def generate(
     prompt: list[int],
     steps: int,

@@ -95,8 +95,10 @@ def test_mha_is_causal(gpt2_mha, case, data):
 
 
 @pytest.mark.spec("gpt2.mha")
+@strict
 def test_mha_dropout_acts_on_attention_weights(gpt2_mha):
-    """In training mode with dropout p, the first position attends to itself
+    """STRICT (where dropout acts is the book's choice, one of several sound
+    ones): in training mode with dropout p, the first position attends to itself
     alone: each head's context there is 0 (weight dropped) or v₀/(1−p)
     (kept, rescaled). With out_proj the identity the output shows it, head by
     head, and both cases occur over 64 rows."""

@@ -1,6 +1,9 @@
 """SPEC §6.1 GPTDatasetV1 and create_dataloader_v1 against tiktoken's GPT-2
 encoding built offline from the fixture vocabulary (the worker gets the same
-encoding under ``tiktoken.get_encoding("gpt2")``)."""
+encoding under ``tiktoken.get_encoding("gpt2")``). The MUST texts hold no
+special token: the book's first printing encodes with ``tokenizer.encode(txt)``,
+which refuses ``<|endoftext|>``, a later one allows it; a text holding it is
+STRICT."""
 
 import pytest
 from hypothesis import given
@@ -14,10 +17,12 @@ from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
 from lmspec.conformance.hints import other
 
 TEXT = (
-    "Once upon a time, there was a little robot named Bo. Bo liked to count the stars.<|endoftext|>"
+    "Once upon a time, there was a little robot named Bo. Bo liked to count the stars. "
     'One day, a cat said: "Why do you count them?" Bo smiled. "Because each one is new," he said. '
     "They counted 1, 2, 3 stars together until the sun came up."
 )
+#: The same story as two documents joined by GPT-2's end-of-text token (STRICT).
+TEXT_EOT = TEXT.replace("the stars. ", "the stars.<|endoftext|>", 1)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +32,9 @@ def encoding(fixtures_dir):
 
 def _ids(encoding, text=TEXT):
     return encoding.encode(text, allowed_special={o.END_OF_TEXT})
+
+
+assert o.END_OF_TEXT not in TEXT and o.END_OF_TEXT in TEXT_EOT
 
 
 #: Second inputs (conformance/hints.py): (max_length, stride) with stride 1
@@ -63,12 +71,32 @@ def test_dataset_windows(gpt2_dataset, encoding, max_length, stride):
 
 
 @pytest.mark.spec("gpt2.dataset")
-def test_dataset_encodes_end_of_text(gpt2_dataset, encoding):
-    """The text is GPT-2-encoded with ``<|endoftext|>`` allowed (id 50256)."""
+def test_dataset_encodes_the_text_with_gpt2(gpt2_dataset, encoding):
+    """The windows hold the text's GPT-2 token ids, in order."""
     got = gpt2_dataset(txt=TEXT, max_length=4, stride=4)
     flat = [t for w in got["inputs"] for t in w]
-    assert 50256 in flat, "<|endoftext|> must encode to its id 50256 (allowed_special)"
     assert_equal(flat, _ids(encoding)[: len(flat)], rule="GPT-2 token ids of the text")
+
+
+@pytest.mark.spec("gpt2.dataset")
+@pytest.mark.strict
+def test_dataset_encodes_end_of_text(gpt2_dataset, encoding):
+    """STRICT: a text holding ``<|endoftext|>`` is encoded with it allowed, as
+    its one id 50256 (the book's later printing passes ``allowed_special``;
+    its first printing refuses such a text)."""
+    try:
+        got = gpt2_dataset(txt=TEXT_EOT, max_length=4, stride=4)
+    except Exception as exc:
+        raise AssertionError(
+            f"a text holding <|endoftext|> raised {type(exc).__name__}: tiktoken refuses special tokens unless "
+            'they are allowed: tokenizer.encode(txt, allowed_special={"<|endoftext|>"}) (the book\'s later '
+            "printing)"
+        ) from None
+    flat = [t for w in got["inputs"] for t in w]
+    assert 50256 in flat, (
+        '<|endoftext|> must encode to its one id 50256: tokenizer.encode(txt, allowed_special={"<|endoftext|>"})'
+    )
+    assert_equal(flat, _ids(encoding, TEXT_EOT)[: len(flat)], rule="GPT-2 token ids of a text with <|endoftext|>")
 
 
 @sg.budget(8)

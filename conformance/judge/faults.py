@@ -67,11 +67,16 @@ class RepeatedFailure(OutcomeException):
 class NotImplementedByAdapter(Exception):
     """An adapter function that is absent or raises NotImplementedError."""
 
-    def __init__(self, name: str, extended: bool, detail: str = ""):
+    def __init__(self, name: str, extended: bool, detail: str = "", said: str = ""):
+        """``said``: why it is absent in the curriculum's own words (gpt2: the
+        book's name that is not there), said instead of lmspec's function name."""
         self.name = name
         self.extended = extended
         kind = "not provided" if extended else "not implemented"
-        super().__init__(f"{kind}: {name}" + (f" ({detail})" if detail else ""))
+        if said:
+            super().__init__(f"{kind}: {said}")
+        else:
+            super().__init__(f"{kind}: {name}" + (f" ({detail})" if detail else ""))
 
 
 class SubmissionError(Exception):

@@ -36,6 +36,7 @@ from lmspec.conformance.judge.faults import (
 )
 from lmspec.conformance.judge.sandbox import SANDBOX_BASE_DIR, WorkerSpec
 from lmspec.conformance.judge.worker.protocol import ProtocolError, Tagged
+from lmspec.conformance.plain import plain
 
 if TYPE_CHECKING:
     from lmspec.conformance.profiles import Function
@@ -242,6 +243,13 @@ class Implementation:
 
     def has(self, name: str) -> bool:
         return name in (self.ready.get("functions") or [])
+
+    def absent(self, name: str) -> str:
+        """Why ``name`` is missing, in the curriculum's words, as the worker's
+        binder said it (submission-made: cleaned and bounded), or ""."""
+        reasons = self.ready.get("absent")
+        said = reasons.get(name) if isinstance(reasons, dict) else None
+        return plain(str(said)).replace("\n", " ")[:600] if said else ""
 
     def close(self) -> None:
         self.connection.stop()

@@ -160,6 +160,9 @@ class Profile:
     binder: str | None = None
     #: oracle files (conformance/fixtures.py) the worker may read, for the binder
     data: tuple[str, ...] = ()
+    #: the curriculum's chapters, in order, each with its core items: the
+    #: verdict covers the chapters a submission has started (gpt2: the book's)
+    chapters: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.functions]
@@ -171,6 +174,9 @@ class Profile:
             unknown = set(item.functions) - set(names)
             if unknown:
                 raise ValueError(f"profile {self.name}: item {item.id} names unknown functions {sorted(unknown)}")
+        in_chapters = [i for _, chapter in self.chapters for i in chapter]
+        if len(set(in_chapters)) != len(in_chapters) or not set(in_chapters) <= set(ids):
+            raise ValueError(f"profile {self.name}: chapters name an item twice or an unknown item")
 
     # --- lookups --------------------------------------------------------------------
     def function(self, name: str) -> Function:

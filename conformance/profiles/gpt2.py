@@ -28,7 +28,9 @@ Points: the book gives none. lmspec's defaults weigh the parts by the work
 the book spends on them: 1 each for LayerNorm, GELU, the feed-forward network
 and the loss; 2 for the block, the dataset and ``generate``; 3 for
 multi-head attention, the model and loading the GPT-2 weights; 1 for
-``generate_text_simple`` (total 20). Extended: 1 each for the schedule and
+``generate_text_simple`` (total 20: 14 for chapters 2–4, 6 for chapter 5).
+The verdict covers the chapters a reader has started (``CHAPTERS``), and
+``--chapters`` names chapters that count in full. Extended: 1 each for the schedule and
 the parameter count. The audit carries no points. ``--points FILE``
 overrides them as for every profile.
 """
@@ -62,6 +64,10 @@ FUNCTIONS = (
             ("eos_id", None),
             ("seed", 0),
         ),
+    ),
+    Function(
+        "gpt2_generate_draws",
+        (*_CFG_W, "idx", "context_size", "temperature", ("top_k", None), ("seeds", ())),
     ),
     Function("gpt2_dataset", ("txt", "max_length", "stride")),
     Function("gpt2_dataloader", ("txt", "batch_size", "max_length", "stride", "shuffle", "drop_last", ("seed", 0))),
@@ -117,7 +123,13 @@ ITEMS = (
         1,
         "- **generate_text_simple**",
     ),
-    SpecItem("gpt2.generate", "generate: top-k, temperature, eos", ("gpt2_generate",), 2, "- **generate** ("),
+    SpecItem(
+        "gpt2.generate",
+        "generate: top-k, temperature, eos",
+        ("gpt2_generate", "gpt2_generate_draws"),
+        2,
+        "- **generate** (",
+    ),
     SpecItem(
         "gpt2.dataset",
         "GPTDatasetV1 sliding windows, create_dataloader_v1",
@@ -198,6 +210,17 @@ MARKERS = (
     "load_weights_into_gpt",
 )
 
+#: The book's chapters and the items each writes (the verdict covers the chapters a reader has started).
+CHAPTERS = (
+    ("2", ("gpt2.dataset",)),
+    ("3", ("gpt2.mha",)),
+    (
+        "4",
+        ("gpt2.layernorm", "gpt2.gelu", "gpt2.feedforward", "gpt2.block", "gpt2.model", "gpt2.generate_simple"),
+    ),
+    ("5", ("gpt2.loss", "gpt2.generate", "gpt2.load_weights")),
+)
+
 PROFILE = Profile(
     name="gpt2",
     title='GPT-2-style model of "Build a Large Language Model (From Scratch)" (the book\'s own names)',
@@ -211,4 +234,5 @@ PROFILE = Profile(
     from_scratch=FROM_SCRATCH,
     binder="gpt2",
     data=("gpt2_vocab.json",),
+    chapters=CHAPTERS,
 )

@@ -8,6 +8,10 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "eps added to the standard deviation, outside the square root",
     "run": ["gpt2.layernorm"],
+    "strict_only": (
+        "SPEC §6.1: the placement of the epsilon shows only on near-constant rows, which are STRICT (the "
+        "finding names the placement)"
+    ),
     "hinted": ["eps added outside the square root"],
 }
 

@@ -31,6 +31,7 @@ from lmspec.tools.grade.grading import NotGraded, grade
 from lmspec.tools.grade.outputs import FILES, OutError, claim_out, write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
+from lmspec.tools.grade.results import parse_chapters
 
 FORMATS = ("table", "json", "junit", "gradescope", "html")
 
@@ -168,6 +169,10 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
         raise UsageError("give TARGET or --adapter, not both")
     args.adapter = args.adapter or args.target
     _check_batch(args)
+    try:
+        parse_chapters(args.chapters)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     _check_environment(args)
     target = None
     if not args.batch:

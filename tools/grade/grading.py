@@ -20,7 +20,7 @@ from lmspec.tools.grade import envs, pythons
 from lmspec.tools.grade.files import diff_digests, tree_digest, verify_manifest
 from lmspec.tools.grade.points import PointsTable
 from lmspec.tools.grade.repository import Repository, inspect
-from lmspec.tools.grade.results import GradeReport, build_report, error_report, load_error, timings
+from lmspec.tools.grade.results import GradeReport, build_report, error_report, load_error, parse_chapters, timings
 
 
 class NotGraded(RuntimeError):
@@ -193,6 +193,7 @@ def recorded_settings(settings: Any, target: Target, points: PointsTable) -> dic
         "python": target.python or sys.executable,
         "suite": [os.path.relpath(s) for s in suite_paths(settings, target)],
         "fail_under": settings.fail_under,
+        "chapters": sorted(parse_chapters(settings.chapters), key=int),
         "partial_credit": points.partial_credit,
     }
 
@@ -258,6 +259,7 @@ def _grade(
         extra_warnings=warnings,
         run_error=run.problem,
         fail_under=settings.fail_under,
+        chapters=parse_chapters(settings.chapters),
     )
     explain_error(report, prepared, settings)
     report.timings = timings(run.report or {}, run.started_at, (_dt.datetime.now(_dt.UTC) - started).total_seconds())

@@ -298,6 +298,8 @@ def _summary_cards(data: dict[str, Any]) -> list[str]:
     body.append(card("audit", data.get("audit_status"), "audit", status_class(data.get("audit_status"))))
     body.append(card("time", f"{float(data.get('duration_s') or 0):.1f} s", "duration"))
     body.append("</section>")
+    if data.get("chapters_line"):  # the verdict covers the chapters started (gpt2: the book's)
+        body.append(f'<p id="chapters">by chapter: {esc(data["chapters_line"])}</p>')
     return body
 
 

@@ -6,9 +6,11 @@ whether the run can be trusted (``compromised``).
 Item status (first rule that applies), over the item's counted tests:
   error            a test errored (the worker crashed, a fixture failed, import failure)
   timeout          a test ran out of time
-  fail             a test failed, or the item is only partly implemented
-  not implemented  every counted test skipped as "not implemented" (core item)
-  not provided     every counted test skipped as "not provided" (extended item)
+  fail             a test failed
+  not implemented  every counted test skipped as "not implemented" (core item), or
+                   some were and every other one passed: a part is absent, not
+                   wrong (the explanation names what passed and what is missing)
+  not provided     the same for an extended item
   incomplete       a test could not run: an oracle file it needs was not found
                    ("not checked"); the others passed. Worth 0 points (its share
                    with partial credit), in the maximum, and counted apart in
@@ -163,6 +165,102 @@ class ItemResult:
         }
 
 
+class ChapterStatus(enum.StrEnum):
+    PASS = "pass"  # every item passed
+    FAIL = "fail"  # an item failed, errored or timed out
+    IN_PROGRESS = "in progress"  # some items are not written yet, the others passed
+    NOT_STARTED = "not started"  # no item written
+    INCOMPLETE = "incomplete"  # nothing failed, but a test could not run (oracle files)
+
+
+@dataclass
+class ChapterResult:
+    """A chapter of the curriculum (gpt2: the book's): its core items, their
+    points, and whether ``--chapters`` named it (then it counts in full)."""
+
+    chapter: str
+    status: ChapterStatus
+    points: float
+    max_points: float
+    items: list[str]
+    in_full: bool = False
+
+    @property
+    def decides(self) -> bool:
+        """Whether the chapter's items decide the verdict: started, or named."""
+        return self.in_full or self.status != ChapterStatus.NOT_STARTED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chapter": self.chapter,
+            "status": str(self.status),
+            "points": _num(self.points),
+            "max_points": _num(self.max_points),
+            "items": self.items,
+            "counted_in_full": self.in_full,
+        }
+
+
+def chapter_results(profile: profiles.Profile, items: list["ItemResult"], in_full: set[str]) -> list[ChapterResult]:
+    """The profile's chapters that have graded items, each with its status."""
+    by_id = {i.id: i for i in items if i.group == Group.CORE}
+    out = []
+    for chapter, ids in profile.chapters:
+        mine = [by_id[i] for i in ids if i in by_id]
+        if not mine:
+            continue
+        statuses = {i.status for i in mine}
+        written = any(t.outcome == Outcome.PASSED for i in mine for t in i.tests)  # a part of an item
+        if statuses <= {Status.NOT_IMPLEMENTED} and not written:
+            status = ChapterStatus.NOT_STARTED
+        elif statuses & {Status.FAIL, Status.ERROR, Status.TIMEOUT}:
+            status = ChapterStatus.FAIL
+        elif statuses & {Status.INCOMPLETE}:
+            status = ChapterStatus.INCOMPLETE
+        elif Status.NOT_IMPLEMENTED in statuses:
+            status = ChapterStatus.IN_PROGRESS
+        else:
+            status = ChapterStatus.PASS
+        points, most = sum(i.points for i in mine), sum(i.max_points for i in mine)
+        out.append(ChapterResult(chapter, status, points, most, [i.id for i in mine], chapter in in_full))
+    return out
+
+
+def chapters_line(chapters: list[ChapterResult]) -> str:
+    """``chapters 2–4: PASS (14/14); chapter 5: not started``: neighbouring
+    chapters with the same status are said together."""
+    groups: list[list[ChapterResult]] = []
+    for c in chapters:
+        if groups and groups[-1][-1].status == c.status and groups[-1][-1].in_full == c.in_full:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    parts = []
+    for g in groups:
+        label = f"chapter {g[0].chapter}" if len(g) == 1 else f"chapters {g[0].chapter}–{g[-1].chapter}"
+        status = g[0].status
+        said = "PASS" if status == ChapterStatus.PASS else "FAIL" if status == ChapterStatus.FAIL else str(status)
+        points = f" ({_pts(sum(c.points for c in g))}/{_pts(sum(c.max_points for c in g))})"
+        if status == ChapterStatus.NOT_STARTED and not g[0].in_full:
+            points = ""
+        named = " (named by --chapters: counted in full)" if g[0].in_full and status != ChapterStatus.PASS else ""
+        parts.append(f"{label}: {said}{points}{named}")
+    return "; ".join(parts)
+
+
+def parse_chapters(text: str | None) -> set[str]:
+    """``2-5`` or ``2,4`` (or ``2-3,5``) as chapter labels; ValueError on anything else."""
+    if not text:
+        return set()
+    out: set[str] = set()
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (hi.isdigit() and int(hi) < int(lo)):
+            raise ValueError(f"--chapters {text!r}: expected chapter numbers such as 2-5 or 2,4")
+        out.update(str(n) for n in range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 @dataclass
 class GradeReport:
     implementation: dict[str, Any]
@@ -186,6 +284,23 @@ class GradeReport:
     passed: bool = False  # the exit-code verdict
     points_source: str = ""
     timings: dict[str, Any] = field(default_factory=dict)
+    chapters: list[ChapterResult] = field(default_factory=list)
+
+    def deciding(self) -> list[ItemResult]:
+        """The core items the verdict rests on: all of them; with chapters,
+        those of the chapters started or named by ``--chapters``, an item not
+        written yet in a started chapter aside (progress is not failure)."""
+        core = self.group(Group.CORE)
+        if not self.chapters:
+            return core
+        chaptered = {i for c in self.chapters for i in c.items}
+        counted = {i for c in self.chapters if c.decides for i in c.items}
+        in_full = {i for c in self.chapters if c.in_full for i in c.items}
+        return [
+            i
+            for i in core
+            if i.id not in chaptered or (i.id in counted and (i.status != Status.NOT_IMPLEMENTED or i.id in in_full))
+        ]
 
     @property
     def percent(self) -> float:
@@ -228,8 +343,9 @@ class GradeReport:
         if self.passed:
             return "PASS"
         done = (Status.PASS, Status.SKIPPED, Status.INCOMPLETE)
-        failing = [i for i in self.group(Group.CORE) if i.status not in done]
-        if self.incomplete and not failing and not self.error and not self.compromised:
+        deciding = self.deciding()
+        failing = [i for i in deciding if i.status not in done]
+        if self.incomplete and deciding and not failing and not self.error and not self.compromised:
             return "INCOMPLETE"
         return "FAIL"
 
@@ -240,7 +356,15 @@ class GradeReport:
             line += f" + {_pts(self.not_checked_points)} not checked ({FIXTURES_HINT})"
         return line
 
+    def chapters_line(self) -> str:
+        """The verdict per chapter (profiles with chapters), else ""."""
+        return chapters_line(self.chapters) if self.chapters else ""
+
     def verdict_line(self) -> str:
+        chapters = f" ({self.chapters_line()})" if self.chapters else ""
+        return self._verdict_line() + chapters
+
+    def _verdict_line(self) -> str:
         if self.verdict == "INCOMPLETE":
             return (
                 f"INCOMPLETE: {_pts(self.not_checked_points)} of {_pts(self.max_score)} points could not be "
@@ -293,6 +417,8 @@ class GradeReport:
             "incomplete": self.incomplete,
             "not_checked_points": _num(self.not_checked_points),
             "score_line": self.score_line(),
+            "chapters": [c.to_json() for c in self.chapters],
+            "chapters_line": self.chapters_line(),
             "tests_line": self.tests_line(),
             "test_counts": {"total": len(self.all_tests()), **self.test_counts()},
             "compromised": self.compromised,
@@ -353,7 +479,13 @@ def verdict(tests: list[TestResult], *, extended: bool, audit: bool) -> Verdict:
     missing = first(*absent)
     if missing is not None and not audit:
         n = sum(t.outcome in absent for t in counted)
-        return Verdict(Status.FAIL, f"partly implemented ({n} of {len(counted)} tests): {missing.summary}", tests)
+        passed = len(counted) - n
+        return Verdict(
+            Status.NOT_PROVIDED if extended else Status.NOT_IMPLEMENTED,
+            f"partly written: {passed} of {len(counted)} tests ran and passed; the others could not run: "
+            f"{missing.summary}",
+            tests,
+        )
     if unchecked:
         return Verdict(Status.INCOMPLETE, _not_checked(unchecked, tests), tests)
     return Verdict(Status.PASS, "", tests)
@@ -470,8 +602,10 @@ def build_report(
     extra_warnings: list[str] = (),  # type: ignore[assignment]
     run_error: str | None = None,
     fail_under: float | None = None,
+    chapters: set[str] | None = None,
 ) -> GradeReport:
-    """The graded report of one judge report (the module docstring's rules)."""
+    """The graded report of one judge report (the module docstring's rules);
+    ``chapters``: those named by ``--chapters`` (counted in full)."""
     tests = [TestResult.from_record(r) for r in judge.get("tests") or [] if isinstance(r, dict)]
     items = score_items(profiles.get(target.profile), tests, points)
     audit_findings = _audit(items)
@@ -512,7 +646,15 @@ def build_report(
         faults=[f for f in judge.get("faults") or [] if isinstance(f, dict)],
         points_source=points.source,
     )
-    all_core_pass = bool(core) and all(i.status in (Status.PASS, Status.SKIPPED) for i in core)
+    profile = profiles.get(target.profile)
+    report.chapters = chapter_results(profile, items, set(chapters or ()))
+    unknown = sorted(set(chapters or ()) - {c for c, _ in profile.chapters}, key=lambda c: (len(c), c))
+    if unknown:
+        known = ", ".join(c for c, _ in profile.chapters) or "none"
+        report.warnings.append(f"--chapters: no chapter {', '.join(unknown)} in profile {profile.name} (its: {known})")
+    deciding = report.deciding()
+    started = any(c.status != ChapterStatus.NOT_STARTED for c in report.chapters)  # a part written is a start
+    all_core_pass = (bool(deciding) or started) and all(i.status in (Status.PASS, Status.SKIPPED) for i in deciding)
     by_threshold = fail_under is not None and report.percent >= fail_under
     report.passed = not compromised and not report.error and (all_core_pass or by_threshold)
     return report

@@ -182,9 +182,22 @@ def load(
             module = importlib.import_module(adapter)
         info["origin"] = str(getattr(module, "__file__", None) or adapter)
         info["module"] = types.SimpleNamespace(**bind.bind(module)) if bind is not None else module
+        info["absent"] = _absent(bind, module)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import too
         info["error"] = describe_import_error(exc, root)
     return info
+
+
+def _absent(bind: Any, module: Any) -> dict[str, str]:
+    """The binder's reasons, in its curriculum's words, for the adapter
+    functions it could not make (none when it gives none, or fails to)."""
+    explain = getattr(bind, "absent", None)
+    if explain is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in explain(module).items()}
+    except Exception:  # a reason is a courtesy: never a load failure
+        return {}
 
 
 def describe_import_error(exc: BaseException, root: Path | None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ def start(args: Any, pull: Pull) -> tuple[Server, dict]:
         "metadata": info["metadata"],
         "error": info["error"],
         "functions": functions if module is not None else [],
+        "absent": info.get("absent") or {},
         "python": platform.python_version(),
         "executable": sys.executable,
         "torch": torch.__version__,
