@@ -446,6 +446,7 @@ def _implementation(judge: dict[str, Any], target: Target) -> dict[str, Any]:
         "origin": judge.get("origin"),
         "root": judge.get("root"),
         "import_error": judge.get("import_error"),
+        "intake": judge.get("intake"),
         "metadata": worker.get("metadata"),
         "missing_core": judge.get("missing_core"),
         "missing_extended": judge.get("missing_extended"),
