@@ -72,6 +72,7 @@ class Intake:
     files: list[str] = field(default_factory=list)
     pieces: list[Piece] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    magics: dict[str, list[int]] = field(default_factory=dict)  # notebook -> code cells with magic lines dropped
     sources: dict[str, str] = field(default_factory=dict)  # compiled name -> its text
 
     def kept(self) -> list[Piece]:
@@ -98,8 +99,19 @@ class Intake:
         return {
             "files": list(self.files),
             "kept": len(self.kept()),
-            "left_out": [{"where": p.where, "why": p.why, "code": _first_line(p.code)} for p in self.left_out()],
+            "left_out": [
+                {
+                    "file": p.file,
+                    "cell": p.cell,
+                    "line": p.line,
+                    "where": p.where,
+                    "why": p.why,
+                    "code": _first_line(p.code),
+                }
+                for p in self.left_out()
+            ],
             "notes": list(self.notes),
+            "magics": {f: list(c) for f, c in self.magics.items()},
         }
 
 
@@ -208,18 +220,18 @@ def _why(node: ast.stmt, known: set[str]) -> str:
             return ""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if any(not isinstance(n, ast.Name | ast.Tuple | ast.List | ast.Starred) for t in targets for n in [t]):
-            return "an assignment into an object (it changes something defined elsewhere)"
+            return "an assignment into an object"
         read, calls = _names_used(node.value)
         if isinstance(node, ast.AugAssign):
             read |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
         if calls:
-            return "an assignment that calls something (it would build, read or run something)"
+            return "an assignment that calls something"
         unknown = sorted(read - known - _BUILTINS)
         if unknown:
             return f"an assignment over names not defined above it ({', '.join(unknown)})"
         return ""
     if isinstance(node, ast.If) and _is_main_test(node.test):
-        return "the main block (if __name__ == '__main__')"
+        return "the main block"
     if isinstance(node, ast.Try | ast.If):
         if isinstance(node, ast.If):
             read, calls = _names_used(node.test)
@@ -238,15 +250,15 @@ def _why(node: ast.stmt, known: set[str]) -> str:
         return ""
     if isinstance(node, ast.Expr):
         if isinstance(node.value, ast.Constant):
-            return "a bare value (a docstring or a cell's output)"
-        return "a top-level call or expression (demo code)" if _names_used(node.value)[1] else "a bare expression"
+            return "a bare value"
+        return "a call" if _names_used(node.value)[1] else "a bare expression"
     if isinstance(node, ast.For | ast.AsyncFor | ast.While):
-        return "a loop (training or demo code)"
+        return "a loop"
     if isinstance(node, ast.With | ast.AsyncWith):
-        return "a with block (demo code)"
+        return "a with block"
     if isinstance(node, ast.Pass):
         return "a dropped magic or shell line"
-    return f"a top-level {type(node).__name__.lower()} statement"
+    return f"a {type(node).__name__.lower()} statement"
 
 
 def _is_main_test(test: ast.expr) -> bool:
@@ -277,7 +289,7 @@ def _add_source(
         code = "\n".join(lines[start - 1 : end])
         why = left_out_because(node, known) if definitions_only else ""
         if isinstance(node, ast.Pass) and why:
-            continue  # a dropped magic line: counted in the notes already
+            continue  # a dropped magic line: recorded in magics
         intake.pieces.append(Piece(file, cell, start, code, not why, why))
 
 
@@ -301,7 +313,7 @@ def take_file(intake: Intake, path: Path, root: Path, known: set[str], definitio
     for number, source in enumerate(cells, start=1):
         cleaned, dropped = drop_magics(source)
         if dropped:
-            intake.notes.append(f"{rel} code cell {number}: {dropped} magic or shell line(s) dropped")
+            intake.magics.setdefault(rel, []).append(number)
         if cleaned.strip():
             _add_source(intake, cleaned, rel, number, known, definitions_only)
 

@@ -197,8 +197,9 @@ def load(
             try:
                 module = _import_file(path, root or path.parent)
             except Exception as exc:
-                if isinstance(exc, SyntaxError | AdapterLoadError):
-                    raise
+                reaching = isinstance(exc, ImportError) and (exc.name or "").partition(".")[0] in LMSPEC_NAMES
+                if isinstance(exc, SyntaxError | AdapterLoadError) or reaching:
+                    raise  # not demo code: a syntax error, or reaching for lmspec's own packages
                 module, info["intake"] = run_intake(path, root or path.parent, as_is=describe_import_error(exc, root))
         else:
             module = importlib.import_module(adapter)

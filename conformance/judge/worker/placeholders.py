@@ -114,9 +114,10 @@ class MissingModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """The submission file and line of the import statement being run
         (None when the import is not written in the submission)."""
         frame = sys._getframe(1)
+        skipped = (__file__, str(Path(importlib.__file__).parent))
         while frame is not None:
             filename = frame.f_code.co_filename
-            if not filename.startswith("<frozen") and not filename.startswith(str(Path(importlib.__file__).parent)):
+            if not filename.startswith("<frozen") and not filename.startswith(skipped):
                 break
             frame = frame.f_back
         if frame is None:
