@@ -503,7 +503,40 @@ def pip_configuration(python: str) -> tuple[dict[str, str], list[str]]:
             path = word[len("file://") :] if word.startswith("file://") else word
             if path.startswith("/") and os.path.exists(path):
                 folders.append(os.path.realpath(path))
+                if word.startswith("file://") and os.path.isdir(path):
+                    folders += index_file_folders(Path(path))
     return env, sorted(set(folders))
+
+
+#: Project pages of a file:// index read to find where its files lie.
+_INDEX_SAMPLE = 64
+_HREF = re.compile(r"""href\s*=\s*["']([^"'#?]+)""", re.IGNORECASE)
+
+
+def index_file_folders(index: Path, sample: int = _INDEX_SAMPLE) -> list[str]:
+    """The local folders the pages of a ``file://`` package index link to
+    (a mirror's ``simple/NAME/index.html`` names ``../../files/NAME.whl``): the
+    download step's sandbox needs them as well as the index. Read from up to
+    ``sample`` project pages (a mirror keeps its files in one or a few folders)."""
+    found: set[str] = set()
+    try:
+        projects = sorted(p for p in index.iterdir() if p.is_dir())[:sample]
+    except OSError:
+        return []
+    for project in projects:
+        page = project / "index.html"
+        try:
+            text = page.read_text(encoding="utf-8", errors="replace")[: 1 << 20]
+        except OSError:
+            continue
+        for href in _HREF.findall(text):
+            if "://" in href and not href.startswith("file://"):
+                continue
+            target = href[len("file://") :] if href.startswith("file://") else os.path.join(project, href)
+            folder = os.path.realpath(os.path.dirname(target))
+            if os.path.isdir(folder) and not Path(folder).is_relative_to(os.path.realpath(index)):
+                found.add(folder)
+    return sorted(found)
 
 
 def prepare(
