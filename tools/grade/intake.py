@@ -29,13 +29,14 @@ def summary(record: dict[str, Any] | None) -> list[str]:
             f"{plain(str(as_is.get('message')))[:200]}): graded on its definitions (imports, functions, classes, "
             "plain assignments)"
         )
-    elif len(files) > 1:
-        lines.append(
-            f"graded: {', '.join(files)} (in chapter order, their definitions; a later definition of a name "
-            "overrides an earlier one)"
-        )
     elif files:
-        lines.append(f"graded: {files[0]} (its definitions, code cells in order)")
+        cells = record.get("cells") if isinstance(record.get("cells"), dict) else {}
+        named = ", ".join(
+            f"{f} (code cell{'s' * (len(cells[f]) > 1)} {_ranges(cells[f])})" if cells.get(f) else f for f in files
+        )
+        order = "in chapter order, " if len(files) > 1 else ""
+        later = "; a later definition of a name overrides an earlier one" if len(files) > 1 else ""
+        lines.append(f"graded: {named}: {order}their definitions{later}")
     left_out = [x for x in record.get("left_out") or [] if isinstance(x, dict)]
     failed = [x for x in left_out if str(x.get("why", "")).startswith(FAILED)]
     lines += _left_out([x for x in left_out if x not in failed])
@@ -86,3 +87,15 @@ def _left_out(pieces: list[dict[str, Any]]) -> list[str]:
             f"({where}): {what}"
         )
     return lines
+
+
+def _ranges(numbers: list[Any]) -> str:
+    """``1-5, 7, 9-10`` for [1, 2, 3, 4, 5, 7, 9, 10]."""
+    values = sorted({int(n) for n in numbers if isinstance(n, int)})
+    parts: list[str] = []
+    for n in values:
+        if parts and int(parts[-1].rpartition("-")[2]) == n - 1:
+            parts[-1] = f"{parts[-1].partition('-')[0]}-{n}"
+        else:
+            parts.append(str(n))
+    return ", ".join(parts)

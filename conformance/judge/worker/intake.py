@@ -112,7 +112,16 @@ class Intake:
             ],
             "notes": list(self.notes),
             "magics": {f: list(c) for f, c in self.magics.items()},
+            "cells": self.cells(),
         }
+
+    def cells(self) -> dict[str, list[int]]:
+        """Notebook -> the code cells a kept statement came from (the cells graded)."""
+        graded: dict[str, list[int]] = {}
+        for piece in self.kept():
+            if piece.cell is not None and piece.cell not in graded.setdefault(piece.file, []):
+                graded[piece.file].append(piece.cell)
+        return graded
 
 
 def _first_line(code: str) -> str:
