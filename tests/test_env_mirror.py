@@ -106,3 +106,23 @@ def test_env_auto_installs_from_a_file_index_mirror(tmp_path: Path) -> None:
     environment = data["implementation"]["environment"]
     assert rc == 0 and data["score"] == data["max_score"] > 0, (output, environment)
     assert environment["installed"] == ["lmspec-tinydep>=1.0"], environment
+
+
+def test_an_environment_missing_files_its_records_name_says_so(tmp_path: Path) -> None:
+    """A distribution whose RECORD names files that are not on disk (an
+    install cut short): a note names it and how many files are missing."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "bigpkg" / "python").mkdir(parents=True)
+    (site / "bigpkg" / "__init__.py").write_text("")
+    info = site / "bigpkg-2.16.1.dist-info"
+    info.mkdir()
+    rows = ["bigpkg/__init__.py,,", "bigpkg/python/__init__.py,,", "bigpkg/python/ops.py,,", "../../bin/big,,"]
+    (info / "RECORD").write_text("\n".join([*rows, "bigpkg-2.16.1.dist-info/RECORD,,"]) + "\n")
+    whole = site / "small-1.0.dist-info"
+    whole.mkdir()
+    (whole / "RECORD").write_text("small-1.0.dist-info/RECORD,,\n")
+    assert envs.incomplete_distributions(tmp_path / "venv") == [
+        "installed but incomplete: bigpkg 2.16.1: 2 of the 4 files its RECORD names are missing (e.g. "
+        f"bigpkg/python/__init__.py); imports of it fail: remove the environment ({tmp_path / 'venv'}) and grade "
+        "again to rebuild it"
+    ]

@@ -579,7 +579,8 @@ def prepare(
     if marker.is_file() and venv.is_dir() and not venv.is_symlink():
         cached = _read_json(marker, cache)
         if isinstance(cached, dict) and cached.get("venv") == str(venv):
-            return Env(str(venv / "bin" / "python"), venv, cached | {"cached": True})
+            notes = [*(cached.get("notes") or []), *incomplete_distributions(venv)]
+            return Env(str(venv / "bin" / "python"), venv, cached | {"cached": True, "notes": notes})
     if log:
         count = len(wanted.index) + len(wanted.local)
         log(f"building an environment for the submission in {venv} ({count} to install)")
@@ -667,7 +668,39 @@ def _build(
     done = _install(builder, wanted, repo, venv, bind, wheels, constraints, failed)
     _probe_env(builder, vpython, work, bind)
     notes += [f"not installed: {req}: {why}" for req, why in failed.items()]
+    notes += incomplete_distributions(staging)
     return {"installed": done, "notes": [*wanted.notes, *notes]}
+
+
+#: Distributions and RECORD sizes read when checking an environment.
+_MAX_DISTRIBUTIONS, _MAX_RECORD = 500, 8 << 20
+
+
+def incomplete_distributions(venv: Path) -> list[str]:
+    """Notes for distributions of ``venv`` installed but incomplete: files
+    their RECORD names are not on disk (an interrupted install, a cache
+    cleaned by hand), read as text only."""
+    notes = []
+    for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info"))[:_MAX_DISTRIBUTIONS]:
+        record = info / "RECORD"
+        try:
+            if record.is_symlink() or not record.is_file() or record.stat().st_size > _MAX_RECORD:
+                continue
+            rows = record.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        site = info.parent
+        named = [row.split(",")[0] for row in rows if row.strip()]
+        inside = [n for n in named if n and not n.startswith(("..", "/"))]
+        missing = [n for n in inside if not os.path.lexists(site / n)]
+        if missing:
+            name = plain(info.name.removesuffix(".dist-info").replace("-", " ", 1))[:100]
+            notes.append(
+                f"installed but incomplete: {name}: {len(missing):,} of the {len(inside):,} files its RECORD names "
+                f"are missing (e.g. {plain(missing[0])[:200]}); imports of it fail: remove the environment ({venv}) "
+                "and grade again to rebuild it"
+            )
+    return notes
 
 
 def _create_venv(builder: Builder, venv: Path, bind: tuple[Bind, ...], same_python: bool) -> str:
