@@ -213,6 +213,35 @@ def test_a_notebook_runs_as_one_module_of_its_definitions(tmp_path: Path) -> Non
     assert not [x for x in info["intake"]["left_out"] if x["why"].startswith("failed when run")], info["intake"]
 
 
+def test_the_table_results_json_and_html_say_what_was_left_out() -> None:
+    """The worker's record (here: the notebook's, read on this side) becomes
+    the summary in results.json, ``intake:`` lines in the table and banners in
+    the HTML report."""
+    import datetime
+
+    from lmspec.conformance.target import Target
+    from lmspec.tools.grade import html, points, report, results
+
+    record = intake.read(NOTEBOOK, NOTEBOOK.parent).record() | {"placeholders": {"tensorflow": "GPT2.ipynb#cell2:4"}}
+    graded = results.build_report(
+        {"tests": [], "sandbox": "bwrap", "intake": record},
+        points=points.PointsTable(),
+        target=Target(str(NOTEBOOK), str(NOTEBOOK), NOTEBOOK.parent, "gpt2_notebook", "gpt2"),
+        started=datetime.datetime(2026, 5, 1, tzinfo=datetime.UTC),
+        duration_s=1.0,
+        settings={},
+    )
+    lines = graded.to_json()["implementation"]["intake"]["summary"]
+    assert lines[0] == "graded: GPT2.ipynb (code cells 2, 4, 6, 8-9, 11, 13, 15, 17): their definitions", lines
+    assert lines[1].startswith("GPT2.ipynb: 19 top-level statements left out, not definitions (code cells 3, 5, 7,")
+    assert "magic and shell lines dropped (code cells 1, 10)" in lines[2] and "cell 14: skipped" in lines[3]
+    assert lines[4].startswith("not installed where lmspec ran, bound to placeholders: tensorflow (imported at GPT2")
+    table = report.render_table(graded, width=400)
+    assert all(f"  intake: {line}" in table for line in lines), table
+    page = html.render_report(json.loads(json.dumps(graded.to_json())))
+    assert page.count('<p class="banner intake">intake: ') == len(lines), page
+
+
 # --- end to end ------------------------------------------------------------------------------------------------
 def _items(out: Path) -> tuple[dict, dict[str, str]]:
     data = json.loads((out / "results.json").read_text())
@@ -254,4 +283,7 @@ def test_a_cs336_repository_importing_wandb_at_the_top_is_graded(tmp_path: Path)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert rc == 0 and data["score"] == data["max_score"] > 0, output
     assert data["implementation"]["intake"]["placeholders"] == {"wandb": "cs336_basics/data.py:1"}
-    assert "intake: not installed where lmspec ran, bound to placeholders: wandb" in output, output
+    assert data["implementation"]["intake"]["summary"] == [
+        "not installed where lmspec ran, bound to placeholders: wandb (imported at cs336_basics/data.py:1); the "
+        "names that use them fail when used (their items say so), the others were graded"
+    ]
