@@ -140,7 +140,7 @@ def explain_placeholders(report: GradeReport, prepared: Prepared, settings: Any)
             ways.append("or --python PATH names an interpreter that has it")
         report.warnings.append(
             f"{module} is declared in the repository's pyproject.toml or requirements.txt as {declared!r} but is "
-            f"not installed where lmspec ran (the names that use it were not graded): {', '.join(ways)}"
+            f"not installed where lmspec ran (the items that use it fail): {', '.join(ways)}"
         )
 
 
