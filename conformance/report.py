@@ -361,6 +361,7 @@ def write(config: pytest.Config, path: Path, exitstatus: int) -> None:
         "warnings": target.warnings,
         "worker": {k: ready.get(k) for k in ("python", "executable", "torch", "cuda", "metadata")},
         "import_error": ready.get("error"),
+        "intake": ready.get("intake"),
         "start_error": start_error,
         "compromised": findings,
         "fixtures": fixtures,

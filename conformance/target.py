@@ -32,6 +32,7 @@ from typing import Any
 
 from lmspec import ROOT
 from lmspec.conformance import profiles
+from lmspec.conformance.judge.worker import intake
 
 #: Files that mark a repository's top folder.
 _ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -62,6 +63,11 @@ class Target:
     @property
     def is_file(self) -> bool:
         return self.adapter.endswith(".py")
+
+    @property
+    def is_intake(self) -> bool:
+        """A notebook or a folder of chapters (run by the worker's intake)."""
+        return self.root is not None and (self.adapter.endswith(".ipynb") or os.path.isdir(self.adapter))
 
     def with_(self, **changes: Any) -> "Target":
         return dataclasses.replace(self, **changes)
@@ -198,17 +204,23 @@ def resolve(given: str | None, profile: str | None = None, *, python: str | None
     boundary = None
     if path.is_dir():
         boundary = Path(os.path.realpath(path))  # the folder the user named: its own links are the user's
+        chapters = _chapters(boundary, chosen)
+        if chapters is not None:
+            return chapters.with_(given=given, python=python)
         found = find_adapter(boundary, chosen)
         if found is None:
             raise TargetError(
-                f"{given}: a folder without an adapters file (expected a repository folder holding one of "
-                f"{', '.join(adapter_files(chosen))})"
+                f"{given}: a folder without an adapters file or notebooks (expected a repository folder holding one "
+                f"of {', '.join(adapter_files(chosen))}, or a folder of chapter notebooks)"
             )
         path = found
     else:
         path = Path(os.path.abspath(path))  # as written: a link on the way is the submission's (link_out)
-    if path.suffix != ".py" or not (path.is_file() or path.is_symlink()):
-        raise TargetError(f"{given}: not a Python file (expected a repository folder, an adapters file or a module)")
+    if path.suffix not in (".py", ".ipynb") or not (path.is_file() or path.is_symlink()):
+        raise TargetError(
+            f"{given}: not a Python file or a notebook (expected a repository folder, an adapters file, a notebook "
+            "or a module)"
+        )
     root = submission_root(path)
     boundary = boundary if boundary is not None and not boundary.is_relative_to(root) else root
     problem = link_out(root, boundary) or link_out(path, boundary)
@@ -216,12 +228,42 @@ def resolve(given: str | None, profile: str | None = None, *, python: str | None
         profile = chosen or profiles.get(profiles.DEFAULT)
         return Target(given, str(path), root, root.name, profile.name, False, python, None, "given", problem)
     path, root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if path.suffix == ".ipynb" and path.is_file():
+        return _intake_target(given, path, chosen).with_(python=python)
     if not path.is_file():
         raise TargetError(f"{given}: not a Python file (expected a repository folder, an adapters file or a module)")
     how = "given"
     if chosen is None:
         chosen, how = _detect_file(path)
     return Target(given, str(path), root, root.name, chosen.name, False, python, None, how)
+
+
+def _chapters(folder: Path, chosen: profiles.Profile | None) -> Target | None:
+    """A folder graded through intake: notebooks at its top level (with its
+    ``.py`` files), or subfolders of chapter notebooks, unless the folder
+    holds an adapters file of its own (``adapters.py``, ``tests/adapters.py``).
+    A module one level down (an app's ``gpt_model.py``) never wins over them."""
+    top = [folder / rel for rel in adapter_files(chosen) if (folder / rel).is_file()]
+    if any(p.name.endswith("adapters.py") for p in top):
+        return None
+    if not any(p.suffix == ".ipynb" for p in intake.chapter_files(folder)) and (
+        top or not intake.chapter_folders(folder)
+    ):
+        return None
+    return _intake_target(str(folder), folder, chosen)
+
+
+def _intake_target(given: str, path: Path, chosen: profiles.Profile | None) -> Target:
+    """A notebook or a chapter folder: its root is the folder it lies in (or
+    the folder itself); the profile comes from the names its definitions bind."""
+    root = path if path.is_dir() else submission_root(path)
+    root = Path(os.path.realpath(root))
+    how = "given"
+    if chosen is None:
+        names = intake.read(path, root, definitions_only=True).defined_names()
+        found = profiles.detect(names)
+        chosen, how = (found, "names") if found is not None else (profiles.get(profiles.DEFAULT), "default")
+    return Target(given, str(path), root, root.name, chosen.name, False, None, None, how)
 
 
 def _reference(adapter: str, profile: profiles.Profile, how: str, python: str | None) -> Target:

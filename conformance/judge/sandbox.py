@@ -191,8 +191,8 @@ def _interpreter_dirs(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def adapter_outside_root(spec: WorkerSpec) -> str | None:
     """Why ``spec``'s adapter file cannot be bound (None when it can): it must
     lie, links resolved, inside the submission's folder."""
-    if not spec.adapter.endswith(".py"):
-        return None
+    if not (spec.adapter.endswith((".py", ".ipynb")) or os.path.isabs(spec.adapter)):
+        return None  # an import name
     if spec.root is None:
         return f"the adapter file {spec.adapter} has no submission folder"
     real = Path(os.path.realpath(spec.adapter))

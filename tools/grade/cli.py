@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="lmspec grade",
         description="Grade an implementation with the lmspec conformance suite: a CS336 repository "
-        "(its tests/adapters.py), an adapters file, a reader's module (gpt2), or an importable module; "
+        "(its tests/adapters.py), an adapters file, a reader's module, notebook or folder of chapters (gpt2), or an "
+        "importable module; "
         "without one, lmspec's reference.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
@@ -67,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "target",
         nargs="?",
         default=None,
-        help="a repository folder, an adapters file or a module (default: lmspec's reference)",
+        help="a repository folder, an adapters file, a notebook, a folder of chapters or a module (default: lmspec's "
+        "reference)",
     )
     options.add_to_argparse(p, options.GRADE)
     return p

@@ -503,7 +503,40 @@ def pip_configuration(python: str) -> tuple[dict[str, str], list[str]]:
             path = word[len("file://") :] if word.startswith("file://") else word
             if path.startswith("/") and os.path.exists(path):
                 folders.append(os.path.realpath(path))
+                if word.startswith("file://") and os.path.isdir(path):
+                    folders += index_file_folders(Path(path))
     return env, sorted(set(folders))
+
+
+#: Project pages of a file:// index read to find where its files lie.
+_INDEX_SAMPLE = 64
+_HREF = re.compile(r"""href\s*=\s*["']([^"'#?]+)""", re.IGNORECASE)
+
+
+def index_file_folders(index: Path, sample: int = _INDEX_SAMPLE) -> list[str]:
+    """The local folders the pages of a ``file://`` package index link to
+    (a mirror's ``simple/NAME/index.html`` names ``../../files/NAME.whl``): the
+    download step's sandbox needs them as well as the index. Read from up to
+    ``sample`` project pages (a mirror keeps its files in one or a few folders)."""
+    found: set[str] = set()
+    try:
+        projects = sorted(p for p in index.iterdir() if p.is_dir())[:sample]
+    except OSError:
+        return []
+    for project in projects:
+        page = project / "index.html"
+        try:
+            text = page.read_text(encoding="utf-8", errors="replace")[: 1 << 20]
+        except OSError:
+            continue
+        for href in _HREF.findall(text):
+            if "://" in href and not href.startswith("file://"):
+                continue
+            target = href[len("file://") :] if href.startswith("file://") else os.path.join(project, href)
+            folder = os.path.realpath(os.path.dirname(target))
+            if os.path.isdir(folder) and not Path(folder).is_relative_to(os.path.realpath(index)):
+                found.add(folder)
+    return sorted(found)
 
 
 def prepare(
@@ -546,7 +579,8 @@ def prepare(
     if marker.is_file() and venv.is_dir() and not venv.is_symlink():
         cached = _read_json(marker, cache)
         if isinstance(cached, dict) and cached.get("venv") == str(venv):
-            return Env(str(venv / "bin" / "python"), venv, cached | {"cached": True})
+            notes = [*(cached.get("notes") or []), *incomplete_distributions(venv)]
+            return Env(str(venv / "bin" / "python"), venv, cached | {"cached": True, "notes": notes})
     if log:
         count = len(wanted.index) + len(wanted.local)
         log(f"building an environment for the submission in {venv} ({count} to install)")
@@ -634,7 +668,39 @@ def _build(
     done = _install(builder, wanted, repo, venv, bind, wheels, constraints, failed)
     _probe_env(builder, vpython, work, bind)
     notes += [f"not installed: {req}: {why}" for req, why in failed.items()]
+    notes += incomplete_distributions(staging)
     return {"installed": done, "notes": [*wanted.notes, *notes]}
+
+
+#: Distributions and RECORD sizes read when checking an environment.
+_MAX_DISTRIBUTIONS, _MAX_RECORD = 500, 8 << 20
+
+
+def incomplete_distributions(venv: Path) -> list[str]:
+    """Notes for distributions of ``venv`` installed but incomplete: files
+    their RECORD names are not on disk (an interrupted install, a cache
+    cleaned by hand), read as text only."""
+    notes = []
+    for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info"))[:_MAX_DISTRIBUTIONS]:
+        record = info / "RECORD"
+        try:
+            if record.is_symlink() or not record.is_file() or record.stat().st_size > _MAX_RECORD:
+                continue
+            rows = record.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        site = info.parent
+        named = [row.split(",")[0] for row in rows if row.strip()]
+        inside = [n for n in named if n and not n.startswith(("..", "/"))]
+        missing = [n for n in inside if not os.path.lexists(site / n)]
+        if missing:
+            name = plain(info.name.removesuffix(".dist-info").replace("-", " ", 1))[:100]
+            notes.append(
+                f"installed but incomplete: {name}: {len(missing):,} of the {len(inside):,} files its RECORD names "
+                f"are missing (e.g. {plain(missing[0])[:200]}); imports of it fail: remove the environment ({venv}) "
+                "and grade again to rebuild it"
+            )
+    return notes
 
 
 def _create_venv(builder: Builder, venv: Path, bind: tuple[Bind, ...], same_python: bool) -> str:

@@ -94,7 +94,9 @@ def explain_error(report: GradeReport, prepared: Prepared, settings: Any) -> Non
     if report.error is None or repo is None:
         return
     if choice is not None and choice.mismatch:
-        reason = pythons.explain_import_failure(report.implementation.get("import_error"), repo, choice)
+        named = re.search(r"No module named '([\w.]+)'", report.error)
+        declared = _declared(repo, named.group(1).partition(".")[0]) if named and settings.env != "auto" else None
+        reason = pythons.explain_import_failure(report.implementation.get("import_error"), repo, choice, declared)
         if reason:
             report.error = reason
             return
@@ -114,6 +116,32 @@ def explain_error(report: GradeReport, prepared: Prepared, settings: Any) -> Non
         report.error += (
             f" ({module} is declared in the repository's pyproject.toml or requirements.txt as {declared!r}; the "
             "grader's environment lacks it: --env auto installs it in an environment of the submission's own)"
+        )
+
+
+def explain_placeholders(report: GradeReport, prepared: Prepared, settings: Any) -> None:
+    """A module bound to a placeholder that the repository declares: how to
+    get it installed, the likeliest way first (a warning)."""
+    placeholders = (report.implementation.get("intake") or {}).get("placeholders") or {}
+    if not placeholders or prepared.repo is None:
+        return
+    choice = prepared.choice
+    for module in placeholders:
+        declared = _declared(prepared.repo, str(module))
+        if declared is None:
+            continue
+        if settings.env == "auto":
+            report.warnings.append(
+                f"{module} is declared in the repository ({declared}) but its environment could not install it: "
+                "see implementation.environment.notes"
+            )
+            continue
+        ways = ["--env auto installs it in an environment of the submission's own"]
+        if choice is not None and choice.mismatch:
+            ways.append("or --python PATH names an interpreter that has it")
+        report.warnings.append(
+            f"{module} is declared in the repository's pyproject.toml or requirements.txt as {declared!r} but is "
+            f"not installed where lmspec ran (the items that use it fail): {', '.join(ways)}"
         )
 
 
@@ -262,6 +290,7 @@ def _grade(
         chapters=parse_chapters(settings.chapters),
     )
     explain_error(report, prepared, settings)
+    explain_placeholders(report, prepared, settings)
     report.timings = timings(run.report or {}, run.started_at, (_dt.datetime.now(_dt.UTC) - started).total_seconds())
     report.implementation["repository"] = prepared.repo.to_json() if prepared.repo is not None else None
     report.implementation["environment"] = target.environment

@@ -49,6 +49,7 @@ STYLE = " ".join(
         ".card .value{font-size:1.35em;font-weight:600}",
         ".banner{padding:.6em 1em;border-radius:6px;margin:.6em 0}",
         ".banner.bad{background:#fdecea;color:#8b1a1a} .banner.warn{background:#fff7e0;color:#7a5200}",
+        ".banner.intake{background:#eef3fb;color:#23395d}",
         "details{margin:.4em 0} summary{cursor:pointer} .cause{color:#6d4c00}",
         "footer{margin-top:2em;color:#888;font-size:.85em}",
     )
@@ -304,7 +305,7 @@ def _summary_cards(data: dict[str, Any]) -> list[str]:
 
 
 def _banners(data: dict[str, Any]) -> list[str]:
-    """The grader's error, a compromised run, warnings."""
+    """The grader's error, a compromised run, what intake left out, warnings."""
     body = []
     if data.get("error"):
         body.append(f'<p class="banner bad" id="error">ERROR: {esc(data["error"])}</p>')
@@ -314,6 +315,8 @@ def _banners(data: dict[str, Any]) -> list[str]:
             '<div class="banner bad" id="compromised">COMPROMISED: the results cannot be trusted'
             f"<ul>{reasons}</ul></div>"
         )
+    taken = (data.get("implementation") or {}).get("intake") or {}
+    body += [f'<p class="banner intake">intake: {esc(line)}</p>' for line in taken.get("summary") or []]
     body += [f'<p class="banner warn warning">warning: {esc(warning)}</p>' for warning in data.get("warnings") or []]
     return body
 

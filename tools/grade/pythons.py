@@ -128,14 +128,20 @@ _PEP695 = (
 )
 
 
-def explain_import_failure(import_error: dict | None, repo: Repository, choice: Choice) -> str | None:
+def explain_import_failure(
+    import_error: dict | None, repo: Repository, choice: Choice, declared: str | None = None
+) -> str | None:
     """Why a submission failed to import on an interpreter its requires-python
-    excludes, with the fix; None when the failure is not an import failure."""
+    excludes, with the fix; None when the failure is not an import failure.
+    ``declared``: the requirement that provides the missing module, when the
+    repository declares it (then --env auto is the likeliest way out)."""
     if not isinstance(import_error, dict):
         return None
     kind, file, line = import_error.get("type"), import_error.get("file"), import_error.get("line")
     where = f"{file}:{line}" if file else "the adapter"
     fix = f"rerun with --python PATH (an interpreter that matches requires-python {repo.requires_python} and has torch)"
+    if declared is not None:
+        fix = f"rerun with --env auto (it installs {declared}, which the repository declares), or {fix[6:]}"
     if kind == "SyntaxError":
         text = _source_line(repo.root, file, line)
         for pattern, feature, needs in _PEP695:

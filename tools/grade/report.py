@@ -137,6 +137,8 @@ def render_table(
         )
     if len(report.audit) > 10:
         lines.append(f"  audit: ... {len(report.audit) - 10} more in results.json")
+    for line in (report.implementation.get("intake") or {}).get("summary") or []:
+        lines.extend(_wrap(f"intake: {line}", width, "  ", "    "))
     for warning in report.warnings:
         lines.extend(_paint(line, "timeout", color) for line in _wrap(f"warning: {warning}", width, "  ", "    "))
     if report.compromised:

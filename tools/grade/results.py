@@ -40,6 +40,7 @@ from lmspec.conformance import profiles
 from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX, Outcome
 from lmspec.conformance.profiles import Kind as Group
 from lmspec.conformance.target import Target
+from lmspec.tools.grade.intake import summary as intake_summary
 from lmspec.tools.grade.points import PointsTable
 
 SCHEMA = "lmspec-grade/2"
@@ -570,6 +571,9 @@ def _warnings(judge: dict[str, Any], tests: list[TestResult], items: list[ItemRe
 
 def _implementation(judge: dict[str, Any], target: Target) -> dict[str, Any]:
     worker = judge.get("worker") or {}
+    taken = judge.get("intake")
+    if isinstance(taken, dict):
+        taken = {**taken, "summary": intake_summary(taken)}
     return {
         "name": target.name,
         "adapter": target.given if not target.is_reference else f"{target.adapter} (the reference)",
@@ -578,6 +582,7 @@ def _implementation(judge: dict[str, Any], target: Target) -> dict[str, Any]:
         "origin": judge.get("origin"),
         "root": judge.get("root"),
         "import_error": judge.get("import_error"),
+        "intake": taken if isinstance(taken, dict) else None,
         "metadata": worker.get("metadata"),
         "missing_core": judge.get("missing_core"),
         "missing_extended": judge.get("missing_extended"),

@@ -203,8 +203,7 @@ def adamw_runs(
     )
     factor = lr_factors_with_zero if zero_lr else lr_factors
     factors = tuple(
-        tuple(draw(factor, label=f"lr factor{s}") if schedule else 1.0 for _ in range(n_groups))
-        for s in range(steps)
+        tuple(draw(factor, label=f"lr factor{s}") if schedule else 1.0 for _ in range(n_groups)) for s in range(steps)
     )
     grad_scale = draw(log_uniform(1e-4, 10.0), label="grad_scale")
     return AdamWRun(

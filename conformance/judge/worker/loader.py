@@ -20,11 +20,20 @@ the submission: its ``conftest.py`` and its tests are never loaded.
   (binders/NAME.py): ``prepare(data)`` runs before the import (e.g. makes an
   offline tokenizer available), ``bind(module)`` after it, and what the judge
   calls are the adapter functions it returns.
+- Intake (intake.py): a notebook or a folder of chapters is run as one
+  module of its definitions, statement by statement (a statement that fails
+  is left out with a note); a ``.py`` file that cannot be imported as is
+  (demo code failing at the top level) is run the same way. A module the
+  submission imports that is not installed is bound to a placeholder that
+  fails only when used (placeholders.py). ``info["intake"]`` records what was
+  taken, left out, and bound to placeholders.
 """
 
+import ast
 import importlib
 import importlib.metadata
 import importlib.util
+import linecache
 import re
 import sys
 import tomllib
@@ -32,6 +41,9 @@ import traceback
 import types
 from pathlib import Path
 from typing import Any
+
+from . import intake as intake_
+from .placeholders import MissingModules
 
 SYNTHETIC_PACKAGE = "_lmspec_submission"
 #: Top-level names of lmspec's own packages: a submission importing one of
@@ -165,7 +177,10 @@ def load(
         for folder in (root / "src", root):
             if folder.is_dir():
                 sys.path.insert(0, str(folder))
-    info: dict[str, Any] = {"module": None, "origin": adapter, "metadata": None, "error": None}
+    info: dict[str, Any] = {"module": None, "origin": adapter, "metadata": None, "error": None, "intake": None}
+    missing = MissingModules(root, LMSPEC_NAMES) if root is not None else None
+    if missing is not None:
+        sys.meta_path.append(missing)
     bind = None
     if binder is not None:
         bind = importlib.import_module(f"{__package__}.binders.{binder}")
@@ -173,11 +188,19 @@ def load(
     try:
         if root is not None:
             info["metadata"] = provide_metadata(root, scratch)
-        if adapter.endswith(".py"):
+        if adapter.endswith(".ipynb") or (root is not None and Path(adapter).is_dir()):
+            module, info["intake"] = run_intake(Path(adapter), root or Path(adapter).parent)
+        elif adapter.endswith(".py"):
             path = Path(adapter)
             if not path.is_file():
                 raise AdapterLoadError(f"adapter file not found: {adapter}")
-            module = _import_file(path, root or path.parent)
+            try:
+                module = _import_file(path, root or path.parent)
+            except Exception as exc:
+                reaching = isinstance(exc, ImportError) and (exc.name or "").partition(".")[0] in LMSPEC_NAMES
+                if isinstance(exc, SyntaxError | AdapterLoadError) or reaching:
+                    raise  # not demo code: a syntax error, or reaching for lmspec's own packages
+                module, info["intake"] = run_intake(path, root or path.parent, as_is=describe_import_error(exc, root))
         else:
             module = importlib.import_module(adapter)
         info["origin"] = str(getattr(module, "__file__", None) or adapter)
@@ -185,6 +208,8 @@ def load(
         info["absent"] = _absent(bind, module)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import too
         info["error"] = describe_import_error(exc, root)
+    if missing is not None and missing.bound:
+        info["intake"] = (info["intake"] or {}) | {"placeholders": dict(missing.bound)}
     return info
 
 
@@ -198,6 +223,41 @@ def _absent(bind: Any, module: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in explain(module).items()}
     except Exception:  # a reason is a courtesy: never a load failure
         return {}
+
+
+def run_intake(path: Path, root: Path, as_is: dict[str, Any] | None = None) -> tuple[types.ModuleType, dict]:
+    """Run the definitions of a notebook, a chapter folder or a ``.py`` file
+    that did not import as is (``as_is``: why), statement by statement, into
+    one module; (the module, the intake's record)."""
+    taken = intake_.read(path, root, definitions_only=True)
+    stem = re.sub(r"\W", "_", path.stem if path.is_file() else path.name) or "submission"
+    name = f"{SYNTHETIC_PACKAGE}.{stem}"
+    if SYNTHETIC_PACKAGE not in sys.modules:
+        pkg = types.ModuleType(SYNTHETIC_PACKAGE)
+        pkg.__path__ = [str(path.parent)]
+        sys.modules[SYNTHETIC_PACKAGE] = pkg
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    for folder in dict.fromkeys(str((root / f).parent) for f in taken.files):
+        if folder not in sys.path:
+            sys.path.insert(1, folder)  # a chapter's own imports (from previous_chapters import ...)
+    for compiled, text in taken.sources.items():
+        filename = str(root / compiled)
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    for piece in taken.kept():
+        filename = str(root / piece.filename)
+        try:
+            tree = ast.parse(piece.code)
+            ast.increment_lineno(tree, piece.line - 1)
+            exec(compile(tree, filename, "exec"), module.__dict__)
+        except Exception as exc:
+            piece.kept = False
+            piece.why = f"failed when run: {type(exc).__name__}: {str(exc)[:300]}"
+    record = taken.record()
+    if as_is is not None:
+        record["as_is_error"] = {k: as_is.get(k) for k in ("type", "message", "file", "line")}
+    return module, record
 
 
 def describe_import_error(exc: BaseException, root: Path | None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def start(args: Any, pull: Pull) -> tuple[Server, dict]:
         "origin": info["origin"],
         "metadata": info["metadata"],
         "error": info["error"],
+        "intake": info["intake"],
         "functions": functions if module is not None else [],
         "absent": info.get("absent") or {},
         "python": platform.python_version(),
