@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lmspec.conformance.encdec.conventions import PAPER, parse
-from lmspec.conformance.target import TargetError, resolve
+from lmspec.conformance.target import resolve
 from lmspec.tools.mutants import bad_tests, run_suite
 from lmspec.tools.smoke import encdec as smoke_encdec
 
@@ -55,13 +55,6 @@ def test_notes_file_is_graded_without_an_adapter_file() -> None:
     assert not bad, "\n".join(f"{t['nodeid']}: {t['summary']}" for t in bad[:10])
 
 
-# Pending the profile-agnostic notebook intake (another branch: "readers"):
-# strict xfail on the one expected error (a notebook is "not a Python file"),
-# so the day a notebook is graded this test fails until this mark is removed,
-# and any other failure shows at once. Not a skip: it runs.
-@pytest.mark.xfail(
-    strict=True, raises=TargetError, reason="notebook intake (.ipynb) not merged yet: remove this mark once it is"
-)
 def test_notes_notebook_is_graded_without_an_adapter_file(tmp_path: Path) -> None:
     """The same definitions as a notebook's code cells (one cell per top-level
     definition, a demo cell that must not run): graded with no adapter file."""
