@@ -167,9 +167,14 @@ def _poll_progress(path: Path, pos: int, state: dict[str, Any], progress: Callab
 
 
 def run_judge(
-    target: Target, settings: Any, workdir: Path, progress: Callable[[Progress], None] | None = None
+    target: Target,
+    settings: Any,
+    workdir: Path,
+    progress: Callable[[Progress], None] | None = None,
+    server: Any = None,
 ) -> JudgeRun:
-    """Run the suite on ``target`` with ``settings`` (conformance/options.py) and read the report."""
+    """Run the suite on ``target`` with ``settings`` (conformance/options.py) and read the report;
+    ``server``: a judge.forkserver.ForkServer to fork the judge from (many short gradings in a row)."""
     workdir = workdir.resolve()  # the judge runs in it: its own paths must not be relative to ours
     workdir.mkdir(parents=True, exist_ok=True)
     report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
@@ -182,10 +187,12 @@ def run_judge(
     state = {"done": 0, "total": None, "failures": 0}
     pos = 0
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            judge_command(
-                target.save(workdir / "target.json"), settings, target, report, progress_file, workdir / "tmp"
-            ),
+        command = judge_command(
+            target.save(workdir / "target.json"), settings, target, report, progress_file, workdir / "tmp"
+        )
+        forked = server.judge(command, workdir, _environment(), log) if server is not None else None
+        proc = forked or subprocess.Popen(
+            command,
             cwd=workdir,
             env=_environment(),
             stdin=subprocess.DEVNULL,
