@@ -23,6 +23,7 @@ import argparse
 import ast
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -162,8 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     entries = [e for e in found if not args.names or e.name in args.names]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = list(pool.map(run_one, entries))
+    local, servers = threading.local(), []
+
+    def one(entry: Entry) -> Outcome:  # each thread forks its judges from a warm judge of its own
+        if not hasattr(local, "server"):
+            local.server = ForkServer()
+            servers.append(local.server)
+        return run_one(entry, local.server)
+
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            outcomes = list(pool.map(one, entries))
+    finally:
+        for server in servers:
+            server.close()
     by_section: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_section[o.entry.meta["spec"]].append(o)

@@ -7,8 +7,9 @@ is graded as tests/test_mutants.py and tests/test_variants.py grade it (its
 ``run`` items, one judge process, bubblewrap), twice in a row: by a fresh
 judge (``run_judge`` as the grader starts it) and by a judge forked from one
 ForkServer (conformance/judge/forkserver.py), alternately, so both see the
-same load. Every test's outcome and message must be the same both ways
-(exit 1 otherwise: a verdict changed). Printed: per grading the phases of
+same load. Every test's outcome and message must be the same both ways,
+measured durations aside (numbers with a decimal point are masked); exit 1
+otherwise: a verdict changed. Printed: per grading the phases of
 results.json's ``timings`` (fresh way), and the CPU-seconds of each way in
 all (``RUSAGE_CHILDREN``: judges, their workers, and the fork server with
 its start-up, which the forked way pays once).
@@ -17,6 +18,7 @@ its start-up, which the forked way pays once).
 import argparse
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -25,6 +27,8 @@ from typing import Any
 from lmspec.conformance.judge.forkserver import ForkServer
 from lmspec.tools import mutants
 from lmspec.tools.grade.results import timings
+
+_DURATION = re.compile(r"\d+\.\d+")
 
 
 def _cpu() -> float:
@@ -39,8 +43,12 @@ def _grade(entry: mutants.Entry, server: ForkServer | None) -> tuple[dict[str, A
     return report, time.time() - start
 
 
-def _outcomes(report: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    return {t["nodeid"]: (t.get("outcome"), t.get("message") or t.get("summary")) for t in report.get("tests") or []}
+def _outcomes(report: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Every test's outcome and message, measured durations left out (a speed test's "took 1.62 s")."""
+    return {
+        t["nodeid"]: (t.get("outcome"), _DURATION.sub("#", str(t.get("message") or t.get("summary") or "")))
+        for t in report.get("tests") or []
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
