@@ -9,7 +9,8 @@ fresh judge gets (launch.judge_command), in its own process group, working
 folder and log. Nothing of one grading reaches the next: each starts from
 the server's state, which holds imported modules only (no test has run in
 it, no torch operation either: a fork after one could inherit a thread
-pool). The submission is never imported here: the judge's own sandboxed
+pool; the one thread besides its own, numpy's OpenBLAS pool, is shut down
+and rebuilt around a fork by OpenBLAS itself). The submission is never imported here: the judge's own sandboxed
 worker is started by the forked judge as by a fresh one.
 
 The protocol, one JSON line per message on the server's stdin and stdout:
@@ -217,6 +218,9 @@ def main() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    import gc
+
+    gc.freeze()  # the preloaded objects: never scanned in a judge, so their pages stay shared with the server
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints never reach the protocol
     serve(inp, out)

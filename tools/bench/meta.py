@@ -8,8 +8,9 @@ is graded as tests/test_mutants.py and tests/test_variants.py grade it (its
 judge (``run_judge`` as the grader starts it) and by a judge forked from one
 ForkServer (conformance/judge/forkserver.py), alternately, so both see the
 same load. Every test's outcome and message must be the same both ways,
-measured durations aside (numbers with a decimal point are masked); exit 1
-otherwise: a verdict changed. Printed: per grading the phases of
+what depends on the clock aside (numbers with a decimal point; the note
+that shrinking reached its time budget, which a loaded machine reaches
+sooner); exit 1 otherwise: a verdict changed. Printed: per grading the phases of
 results.json's ``timings`` (fresh way), and the CPU-seconds of each way in
 all (``RUSAGE_CHILDREN``: judges, their workers, and the fork server with
 its start-up, which the forked way pays once).
@@ -29,6 +30,7 @@ from lmspec.tools import mutants
 from lmspec.tools.grade.results import timings
 
 _DURATION = re.compile(r"\d+\.\d+")
+_SHRINK_NOTE = re.compile(r"\n\(shrinking stopped at its time budget[^)]*\)")
 
 
 def _cpu() -> float:
@@ -44,11 +46,20 @@ def _grade(entry: mutants.Entry, server: ForkServer | None) -> tuple[dict[str, A
 
 
 def _outcomes(report: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    """Every test's outcome and message, measured durations left out (a speed test's "took 1.62 s")."""
+    """Every test's outcome and message, what depends on the clock left out: measured durations (a
+    speed test's "took 1.62 s") and the note that shrinking reached its time budget (--shrink-budget)."""
     return {
-        t["nodeid"]: (t.get("outcome"), _DURATION.sub("#", str(t.get("message") or t.get("summary") or "")))
+        t["nodeid"]: (t.get("outcome"), _DURATION.sub("#", _SHRINK_NOTE.sub("", str(t.get("message") or ""))))
         for t in report.get("tests") or []
     }
+
+
+def _difference(fresh: tuple[Any, str] | None, forked: tuple[Any, str] | None) -> str:
+    if fresh is None or forked is None or fresh[0] != forked[0]:
+        return f"    fresh: {fresh and fresh[0]}\n    forked: {forked and forked[0]}"
+    at = next((i for i, (x, y) in enumerate(zip(fresh[1], forked[1])) if x != y), min(len(fresh[1]), len(forked[1])))
+    around = slice(max(0, at - 80), at + 160)
+    return f"    fresh: ...{fresh[1][around]!r}\n    forked: ...{forked[1][around]!r}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         fresh, fresh_wall = _grade(entry, None)
         fresh_cpu += _cpu() - before
         forked, forked_wall = _grade(entry, server)
-        same = _outcomes(fresh) == _outcomes(forked)
+        a, b = _outcomes(fresh), _outcomes(forked)
+        same = a == b
         if not same:
             changed.append(entry.name)
+            for nodeid in sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)):
+                print(f"  {entry.name}: {nodeid} differs:\n{_difference(a.get(nodeid), b.get(nodeid))}")
         phases = timings(fresh, fresh.get("stamps", {}).get("imported", 0.0), fresh_wall) if fresh.get("stamps") else {}
         rows.append(
             {
