@@ -10,8 +10,10 @@ folder and log. Nothing of one grading reaches the next: each starts from
 the server's state, which holds imported modules only (no test has run in
 it, no torch operation either: a fork after one could inherit a thread
 pool; the one thread besides its own, numpy's OpenBLAS pool, is shut down
-and rebuilt around a fork by OpenBLAS itself). The submission is never imported here: the judge's own sandboxed
-worker is started by the forked judge as by a fresh one.
+and rebuilt around a fork by OpenBLAS itself). The submission is never
+imported here: the forked judge starts its own sandboxed worker, as a
+fresh one does. When the server cannot fork a judge (it died, it could
+not start), launch.run_judge starts a fresh judge instead.
 
 The protocol, one JSON line per message on the server's stdin and stdout:
 ``{"argv": [...], "cwd": DIR, "log": FILE}`` -> ``{"pid": PID}`` when the
