@@ -8,6 +8,8 @@ is, before anything imports it.
 
 import sys
 
+import pytest
+
 from lmspec.reference import TYPECHECKED
 
 if TYPECHECKED and "lmspec.reference.tokenizer" not in sys.modules:
@@ -48,6 +50,18 @@ LONG_RUNS = {
 }
 
 
+@pytest.fixture(scope="session")
+def judge_server():
+    """A warm judge for this test process's many short gradings (every mutant, every variant):
+    each grading forks it instead of starting Python, pytest and torch afresh
+    (conformance/judge/forkserver.py; BENCHMARKS.md section 11)."""
+    from lmspec.conformance.judge.forkserver import ForkServer
+
+    server = ForkServer()
+    yield server
+    server.close()
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
@@ -69,8 +83,6 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    import pytest
-
     from lmspec.tools.mutants import VARIANTS_DIR, discover, sample
 
     sampled = None

@@ -23,6 +23,7 @@ import argparse
 import ast
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lmspec import ROOT
+from lmspec.conformance.judge.forkserver import ForkServer
 from lmspec.conformance.judge.launch import run_judge
 from lmspec.conformance.options import Settings
 from lmspec.conformance.target import resolve
@@ -76,8 +78,10 @@ def run_suite(
     allow_reference: bool = True,
     jobs: int = 1,
     profile: str | None = None,
+    server: ForkServer | None = None,
 ) -> dict:
-    """The judge's report for one adapter (or a minimal one saying why there is none)."""
+    """The judge's report for one adapter (or a minimal one saying why there is none); ``server``: the
+    judge is forked from it (conformance/judge/forkserver.py) instead of started afresh."""
     settings = Settings(
         spec=",".join(spec) if spec else None,
         jobs=jobs,
@@ -87,7 +91,7 @@ def run_suite(
         profile=profile,
     )
     with tempfile.TemporaryDirectory(prefix="lmspec-meta-") as tmp:
-        run = run_judge(resolve(str(adapter), profile), settings, Path(tmp))
+        run = run_judge(resolve(str(adapter), profile), settings, Path(tmp), server=server)
         log = run.log.read_text(errors="replace")[-4000:]
     report = run.report or {"tests": [], "problem": run.problem}
     report["output"] = log
@@ -115,9 +119,10 @@ class Outcome(NamedTuple):
         return self.strict_killed and not self.killed
 
 
-def run_one(entry: Entry) -> Outcome:
+def run_one(entry: Entry, server: ForkServer | None = None) -> Outcome:
     start = time.perf_counter()
-    report = run_suite(entry.path, entry.meta.get("run") or [entry.meta["spec"]], profile=entry.meta.get("profile"))
+    run = entry.meta.get("run") or [entry.meta["spec"]]
+    report = run_suite(entry.path, run, profile=entry.meta.get("profile"), server=server)
     if report.get("import_error") or report.get("problem"):
         why = report.get("import_error") or report.get("problem")
         return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)
@@ -158,8 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     entries = [e for e in found if not args.names or e.name in args.names]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = list(pool.map(run_one, entries))
+    local, servers = threading.local(), []
+
+    def one(entry: Entry) -> Outcome:  # each thread forks its judges from a warm judge of its own
+        if not hasattr(local, "server"):
+            local.server = ForkServer()
+            servers.append(local.server)
+        return run_one(entry, local.server)
+
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            outcomes = list(pool.map(one, entries))
+    finally:
+        for server in servers:
+            server.close()
     by_section: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_section[o.entry.meta["spec"]].append(o)

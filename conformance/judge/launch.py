@@ -174,13 +174,19 @@ def _poll_progress(path: Path, pos: int, state: dict[str, Any], progress: Callab
 
 
 def run_judge(
-    target: Target, settings: Any, workdir: Path, progress: Callable[[Progress], None] | None = None
+    target: Target,
+    settings: Any,
+    workdir: Path,
+    progress: Callable[[Progress], None] | None = None,
+    server: Any = None,
 ) -> JudgeRun:
     """Run the suite on ``target`` with ``settings`` (conformance/options.py)
     and read the report. The judge writes its report, progress and log into
     ``workdir``; it runs in a private folder of its own (its working folder,
     its target file and its tests' temporary files), never in ``workdir``,
-    which may lie inside a submission (``cd repo && lmspec grade .``)."""
+    which may lie inside a submission (``cd repo && lmspec grade .``).
+    ``server``: a judge.forkserver.ForkServer to fork the judge from (many
+    short gradings in a row)."""
     workdir = workdir.resolve()  # the judge's paths must not be relative to ours
     workdir.mkdir(parents=True, exist_ok=True)
     report, progress_file, log = workdir / "judge-report.json", workdir / "progress.jsonl", workdir / "judge.log"
@@ -188,7 +194,7 @@ def run_judge(
         stale.unlink(missing_ok=True)
     private = Path(tempfile.mkdtemp(prefix="lmspec-judge-"))
     try:
-        return _run(target, settings, private, report, progress_file, log, progress)
+        return _run(target, settings, private, report, progress_file, log, progress, server)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
@@ -201,6 +207,7 @@ def _run(
     progress_file: Path,
     log: Path,
     progress: Callable[[Progress], None] | None,
+    server: Any,
 ) -> JudgeRun:
     start = time.monotonic()
     started_at = time.time()
@@ -209,10 +216,12 @@ def _run(
     state = {"done": 0, "total": None, "failures": 0}
     pos = 0
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            judge_command(
-                target.save(private / "target.json"), settings, target, report, progress_file, private / "tmp"
-            ),
+        command = judge_command(
+            target.save(private / "target.json"), settings, target, report, progress_file, private / "tmp"
+        )
+        forked = server.judge(command, private, _environment(), log) if server is not None else None
+        proc = forked or subprocess.Popen(
+            command,
             cwd=private,
             env=_environment(),
             stdin=subprocess.DEVNULL,
