@@ -30,6 +30,14 @@ RMSNORM_EPS = 1e-5  # SPEC §2 default
 
 Probe = Callable[[str], AbstractContextManager]
 
+#: Parts swapped into a composite (hints only: "explained by 2.rmsnorm"): a
+#: name -> a callable with the oracle part's signature. Names: "rmsnorm"
+#: (x, weight, eps), "ffn" (x, w1, w2, w3), "mha" (x, q_w, k_w, v_w, o_w,
+#: num_heads, theta, positions), "sdpa" (q, k, v, mask), "rope" (x, positions,
+#: theta), "softmax" (x, dim), "embedding" (weight, ids), "lm_head" (x, weight).
+Parts = Mapping[str, Callable[..., Tensor]]
+NO_PARTS: Parts = {}
+
 
 def _no_probe(_name: str) -> AbstractContextManager:
     return contextlib.nullcontext()
@@ -162,6 +170,7 @@ def attention(
     scale: float | None = None,
     masked_value: float = -math.inf,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """The explicit formula behind :func:`sdpa`. A row without any allowed
     key gives zeros. Hints: ``scale=1`` (missing 1/√d_k),
@@ -173,7 +182,7 @@ def attention(
     if mask is not None:
         mask = mask if mask.device.type == "meta" else mask.detach().cpu()
         scores = scores.masked_fill(~mask.bool(), masked_value)
-    weights = torch.softmax(scores, -1).nan_to_num(0.0)
+    weights = (f64(parts["softmax"](scores, -1)) if "softmax" in parts else torch.softmax(scores, -1)).nan_to_num(0.0)
     with probe("attn_values"):
         return torch.matmul(weights, v)
 
@@ -210,6 +219,7 @@ def mha(
     mask: str = "causal",
     positions_on_head_axis: bool = False,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Causal multi-head self-attention, one head at a time.
 
@@ -240,10 +250,16 @@ def mha(
                 if positions.dim() != 2 or positions.shape[0] != num_heads:
                     raise ValueError("positions_on_head_axis needs (batch = num_heads, seq) positions")
                 pos = positions[h]
-            q, k = rope(q, pos, theta, pairs=rope_pairs), rope(k, pos, theta, pairs=rope_pairs)
+            if "rope" in parts:
+                q, k = f64(parts["rope"](q, pos, theta)), f64(parts["rope"](k, pos, theta))
+            else:
+                q, k = rope(q, pos, theta, pairs=rope_pairs), rope(k, pos, theta, pairs=rope_pairs)
             if rope_on_v:
                 v = rope(v, pos, theta, pairs=rope_pairs)
-        outs.append(attention(q, k, v, allowed, probe=probe))
+        if "sdpa" in parts:
+            outs.append(f64(parts["sdpa"](q, k, v, allowed.expand(*q.shape[:-2], seq, seq))))
+        else:
+            outs.append(attention(q, k, v, allowed, probe=probe, parts=parts))
     with probe("attn_output"):
         merged = torch.stack(outs, -1).flatten(-2) if heads == "interleaved" else torch.cat(outs, -1)
         return linear(merged, o_w)
@@ -262,6 +278,7 @@ def block(
     residual: str = "both",
     eps: float = RMSNORM_EPS,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Pre-norm block ``z = x + MHA(RMSNorm₁(x))``, ``y = z + FFN(RMSNorm₂(z))``.
 
@@ -269,20 +286,25 @@ def block(
     MHA(x))``...), ``norm="none"``; ``ffn="silu"``. Bugs (hints only):
     ``residual="none"`` (no residual adds), ``residual="attn"`` (only around
     attention, the FFN's missing). Keys are the SPEC §2 names without ``layers.{i}.``.
+    ``parts`` (hints only): "rmsnorm", "mha", "ffn" (SwiGLU) swapped in.
     """
     x = f64(x)
 
     def attn(h: Tensor) -> Tensor:
         w = [weights[f"attn.{p}_proj.weight"] for p in ("q", "k", "v", "output")]
-        return mha(h, *w, num_heads, theta=theta, positions=positions, probe=probe)
+        if "mha" in parts:
+            return f64(parts["mha"](h, *w, num_heads, theta, positions))
+        return mha(h, *w, num_heads, theta=theta, positions=positions, probe=probe, parts=parts)
 
     def feed_forward(h: Tensor) -> Tensor:
         if ffn == "silu":
             return silu_ffn(h, weights["ffn.w1.weight"], weights["ffn.w2.weight"], probe=probe)
         w = weights["ffn.w1.weight"], weights["ffn.w2.weight"], weights["ffn.w3.weight"]
-        return swiglu(h, *w, probe=probe)
+        return f64(parts["ffn"](h, *w)) if "ffn" in parts else swiglu(h, *w, probe=probe)
 
     def ln(name: str, h: Tensor) -> Tensor:
+        if "rmsnorm" in parts:
+            return f64(parts["rmsnorm"](h, weights[f"{name}.weight"], eps))
         return rmsnorm(h, weights[f"{name}.weight"], eps)
 
     if residual not in ("both", "attn", "none"):
@@ -357,18 +379,24 @@ def lm(
     ffn: str = "swiglu",
     final_norm: bool = True,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Embedding → ``num_layers`` blocks → final RMSNorm → LM head; logits
     ``(..., seq, vocab)``. ``norm="none"`` also drops the final norm (extended
-    profile); ``final_norm=False`` is a bug (hints only)."""
-    h = embedding(weights["token_embeddings.weight"], ids)
+    profile); ``final_norm=False`` is a bug (hints only). ``parts`` (hints
+    only): the block's, "embedding" and "lm_head" swapped in."""
+    emb = weights["token_embeddings.weight"]
+    h = f64(parts["embedding"](emb, ids)) if "embedding" in parts else embedding(emb, ids)
     theta = cfg.rope_theta if use_rope else None
     for i in range(cfg.num_layers):
         prefix = f"layers.{i}."
         layer = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
-        h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe)
+        h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe, parts=parts)
     if norm != "none" and final_norm:
-        h = rmsnorm(h, weights["ln_final.weight"], RMSNORM_EPS)
+        w = weights["ln_final.weight"]
+        h = f64(parts["rmsnorm"](h, w, RMSNORM_EPS)) if "rmsnorm" in parts else rmsnorm(h, w, RMSNORM_EPS)
+    if "lm_head" in parts:
+        return f64(parts["lm_head"](h, weights["lm_head.weight"]))
     with probe("lm_head"):
         return linear(h, weights["lm_head.weight"])
 
