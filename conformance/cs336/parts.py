@@ -33,6 +33,7 @@ class ImplParts:
             raise LookupError(f"{name} is not implemented")
         moved = [a.to(self.device, F32) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         moved = [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in moved]
+        moved = [{k: v.to(self.device, F32) for k, v in a.items()} if isinstance(a, dict) else a for a in moved]
         with self.impl.repeats.paused():
             out = RemoteFunction(self.impl, name)(*moved)
         if not isinstance(out, torch.Tensor):
@@ -56,6 +57,12 @@ class ImplParts:
             return self._call(
                 "run_multihead_self_attention_with_rope", x.shape[-1], num_heads, max_seq_len, theta, *w, x, positions
             )
+
+        return run
+
+    def block(self, max_seq_len: int, d_ff: int) -> Callable[..., torch.Tensor]:
+        def run(x, weights, num_heads, theta):
+            return self._call("run_transformer_block", x.shape[-1], num_heads, d_ff, max_seq_len, theta, weights, x)
 
         return run
 

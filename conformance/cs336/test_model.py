@@ -171,6 +171,7 @@ def _lm_observed(run_transformer_lm, impl, device, case):
         ("2.embedding", "embedding", impl_parts.embedding),
         *_block_parts(impl, device, cfg.context_length),
         ("2.linear", "lm_head", impl_parts.lm_head),
+        ("2.block", "block", impl_parts.block(cfg.context_length, cfg.d_ff)),  # outermost: named last
     ]
     parts = hints.part_hints(swaps(composite, lm_parts), composite, tol.LM_F32)
     return out, KNOWN_BUGS.thunks("2.lm", ids, weights, cfg) + parts

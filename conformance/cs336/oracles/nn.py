@@ -34,7 +34,8 @@ Probe = Callable[[str], AbstractContextManager]
 #: name -> a callable with the oracle part's signature. Names: "rmsnorm"
 #: (x, weight, eps), "ffn" (x, w1, w2, w3), "mha" (x, q_w, k_w, v_w, o_w,
 #: num_heads, theta, positions), "sdpa" (q, k, v, mask), "rope" (x, positions,
-#: theta), "softmax" (x, dim), "embedding" (weight, ids), "lm_head" (x, weight).
+#: theta), "softmax" (x, dim), "embedding" (weight, ids), "lm_head" (x, weight),
+#: "block" (x, weights without "layers.{i}.", num_heads, theta).
 Parts = Mapping[str, Callable[..., Tensor]]
 NO_PARTS: Parts = {}
 
@@ -384,14 +385,17 @@ def lm(
     """Embedding → ``num_layers`` blocks → final RMSNorm → LM head; logits
     ``(..., seq, vocab)``. ``norm="none"`` also drops the final norm (extended
     profile); ``final_norm=False`` is a bug (hints only). ``parts`` (hints
-    only): the block's, "embedding" and "lm_head" swapped in."""
+    only): the block's, "embedding", "lm_head" and "block" swapped in."""
     emb = weights["token_embeddings.weight"]
     h = f64(parts["embedding"](emb, ids)) if "embedding" in parts else embedding(emb, ids)
     theta = cfg.rope_theta if use_rope else None
     for i in range(cfg.num_layers):
         prefix = f"layers.{i}."
         layer = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
-        h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe, parts=parts)
+        if "block" in parts:
+            h = f64(parts["block"](h, layer, cfg.num_heads, theta))
+        else:
+            h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe, parts=parts)
     if norm != "none" and final_norm:
         w = weights["ln_final.weight"]
         h = f64(parts["rmsnorm"](h, w, RMSNORM_EPS)) if "rmsnorm" in parts else rmsnorm(h, w, RMSNORM_EPS)
