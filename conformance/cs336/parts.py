@@ -21,6 +21,23 @@ from lmspec.conformance.judge.remote import RemoteFunction
 
 F32 = torch.float32
 
+#: A composite's item -> its parts that may explain its failure, innermost
+#: first: (the part's item, the oracle's name for it in ``nn.Parts``). Read by
+#: the tests (:meth:`ImplParts.of`) and by docs/known-bugs.md.
+SWAPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "2.sdpa": (("2.softmax", "softmax"),),
+    "2.mha": (("2.sdpa", "sdpa"), ("2.rope", "rope")),
+    "2.block": (("2.rmsnorm", "rmsnorm"), ("2.swiglu", "ffn"), ("2.mha", "mha")),
+    "2.lm": (
+        ("2.embedding", "embedding"),
+        ("2.rmsnorm", "rmsnorm"),
+        ("2.swiglu", "ffn"),
+        ("2.mha", "mha"),
+        ("2.linear", "lm_head"),
+        ("2.block", "block"),  # outermost: a part inside it comes first
+    ),
+}
+
 
 class ImplParts:
     """The parts of one implementation, on one device."""
@@ -39,6 +56,24 @@ class ImplParts:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"{name} returned {type(out).__name__}")
         return out.detach().to("cpu", torch.float64)
+
+    def of(
+        self, composite: str, *, max_seq_len: int = 0, d_ff: int = 0, rope: bool = True
+    ) -> list[tuple[str, str, Callable[..., torch.Tensor]]]:
+        """(item, oracle part name, the implementation's callable) for each
+        part of ``composite`` (SWAPS); ``rope=False``: an MHA without RoPE."""
+        made = {
+            "softmax": lambda: self.softmax,
+            "sdpa": lambda: self.sdpa,
+            "rope": lambda: self.rope(max_seq_len),
+            "rmsnorm": lambda: self.rmsnorm,
+            "ffn": lambda: self.ffn,
+            "mha": lambda: self.mha(max_seq_len),
+            "embedding": lambda: self.embedding,
+            "lm_head": lambda: self.lm_head,
+            "block": lambda: self.block(max_seq_len, d_ff),
+        }
+        return [(item, name, made[name]()) for item, name in SWAPS[composite] if rope or name != "rope"]
 
     # --- one callable per oracle part (nn.Parts) ----------------------------------------
     def rmsnorm(self, x, weight, eps):

@@ -110,8 +110,8 @@ def _sdpa_with_parts(run_sdpa, impl, device, tolerance, q, k, v, mask):
     def composite(**kw):
         return oracle.attention(q, k, v, mask, **kw)
 
-    softmax = [("2.softmax", "softmax", ImplParts(impl, device).softmax)]
-    return out, bugs + hints.part_hints(swaps(composite, softmax), composite, tolerance)
+    inside = ImplParts(impl, device).of("2.sdpa")
+    return out, bugs + hints.part_hints(swaps(composite, inside), composite, tolerance)
 
 
 def _check_sdpa(run_sdpa, impl, device, case, dtype):
@@ -275,14 +275,12 @@ def _oracle_args(case):
 def _mha_parts(impl, device, case, **kw):
     """The oracle's MHA on ``case`` (``kw``: theta, positions) with each of the
     implementation's parts swapped in: its SDPA, and with RoPE its RoPE."""
-    parts = ImplParts(impl, device)
 
     def composite(**swap):
         return oracle.mha(*_oracle_args(case), **kw, **swap)
 
-    inside = [("2.sdpa", "sdpa", parts.sdpa)]
-    if kw.get("theta") is not None:
-        inside.append(("2.rope", "rope", parts.rope(case.max_seq_len)))
+    rope = kw.get("theta") is not None
+    inside = ImplParts(impl, device).of("2.mha", max_seq_len=case.max_seq_len, rope=rope)
     return hints.part_hints(swaps(composite, inside), composite, tol.MHA_F32)
 
 

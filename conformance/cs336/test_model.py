@@ -97,16 +97,6 @@ def _lm_args(cfg):
 
 
 # --- block ---------------------------------------------------------------------------
-def _block_parts(impl, device, max_seq_len: int) -> list[tuple[str, str, object]]:
-    """The implementation's parts a block is made of (item, oracle part name, callable)."""
-    parts = ImplParts(impl, device)
-    return [
-        ("2.rmsnorm", "rmsnorm", parts.rmsnorm),
-        ("2.swiglu", "ffn", parts.ffn),
-        ("2.mha", "mha", parts.mha(max_seq_len)),
-    ]
-
-
 def _block_observed(run_transformer_block, impl, device, case):
     """The implementation's block, the known bugs replayed on ``case`` and the
     oracle's block with each of the implementation's parts swapped in."""
@@ -118,7 +108,8 @@ def _block_observed(run_transformer_block, impl, device, case):
     def composite(**kw):
         return oracle.block(case.x, case.weights, case.num_heads, case.theta, **kw)
 
-    parts = hints.part_hints(swaps(composite, _block_parts(impl, device, case.max_seq_len)), composite, tol.BLOCK_F32)
+    inside = ImplParts(impl, device).of("2.block", max_seq_len=case.max_seq_len)
+    parts = hints.part_hints(swaps(composite, inside), composite, tol.BLOCK_F32)
     return out, KNOWN_BUGS.thunks("2.block", case.x, case.weights, case.num_heads, case.theta) + parts
 
 
@@ -166,13 +157,7 @@ def _lm_observed(run_transformer_lm, impl, device, case):
     def composite(**kw):
         return oracle.lm(ids, weights, cfg, **kw)
 
-    impl_parts = ImplParts(impl, device)
-    lm_parts = [
-        ("2.embedding", "embedding", impl_parts.embedding),
-        *_block_parts(impl, device, cfg.context_length),
-        ("2.linear", "lm_head", impl_parts.lm_head),
-        ("2.block", "block", impl_parts.block(cfg.context_length, cfg.d_ff)),  # outermost: named last
-    ]
+    lm_parts = ImplParts(impl, device).of("2.lm", max_seq_len=cfg.context_length, d_ff=cfg.d_ff)
     parts = hints.part_hints(swaps(composite, lm_parts), composite, tol.LM_F32)
     return out, KNOWN_BUGS.thunks("2.lm", ids, weights, cfg) + parts
 
