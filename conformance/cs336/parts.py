@@ -40,13 +40,14 @@ SWAPS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 class ImplParts:
-    """The parts of one implementation, on one device."""
+    """The parts of one implementation, on one device (``impl`` None: none;
+    a self-test's composite without parts)."""
 
     def __init__(self, impl: Any, device: str) -> None:
         self.impl, self.device = impl, device
 
     def _call(self, name: str, *args: Any) -> torch.Tensor:
-        if not self.impl.has(name):
+        if self.impl is None or not self.impl.has(name):
             raise LookupError(f"{name} is not implemented")
         moved = [a.to(self.device, F32) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         moved = [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in moved]
