@@ -19,7 +19,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.cs336.oracles import nn as oracle
@@ -127,6 +127,7 @@ def _check_sdpa(run_sdpa, impl, device, case, dtype):
         rule=f"scaled dot-product attention ({dtype} vs float64)",
         hints=bugs,
         again=lambda: _sdpa_with_parts(run_sdpa, impl, device, TOL_SDPA[dtype], *second),
+        near=(near.scale, near.positions(-2, "query")),
         context=f"Q{tuple(q.shape)} K{tuple(k.shape)} V{tuple(v.shape)} mask{tuple(mask.shape)}",
     )
 
@@ -303,6 +304,7 @@ def _check_mha(run_mha, impl, device, case):
         rule="causal multi-head self-attention (float32 vs float64 per-head loop)",
         hints=bugs,
         again=lambda: _mha_observed(run_mha, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}",
     )
 
@@ -369,6 +371,7 @@ def _check_mha_rope(run, impl, device, case):
         rule="causal MHA with RoPE (float32 vs float64 per-head loop)",
         hints=bugs,
         again=lambda: _mha_rope_with_parts(run, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, pos {case.positions.tolist()}",
     )
 

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.cs336.oracles import nn as oracle
@@ -125,6 +125,7 @@ def _check_block(run_transformer_block, impl, device, case):
         rule="pre-norm Transformer block (float32 vs float64)",
         hints=bugs,
         again=lambda: _block_observed(run_transformer_block, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, d_ff={case.d_ff}, θ={case.theta}",
     )
 
@@ -175,6 +176,7 @@ def _check_lm(run_transformer_lm, impl, device, case, *, rule: str, shape_rule: 
         rule=rule,
         hints=bugs,
         again=lambda: _lm_observed(run_transformer_lm, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=context,
     )
 
