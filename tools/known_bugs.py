@@ -48,6 +48,7 @@ def causes() -> dict[str, dict[str, list[str]]]:
     found["3.adamw"] += [c for c, _ in training.adamw_bug_hints([], [], None, None, [])]
     for composite, parts in SWAPS.items():
         found[composite] += [hints.explained_by(part) for part, _ in parts]
+    found["3.checkpoint"].append(hints.explained_by("3.adamw"))  # test_data_checkpoint's swap
     by_profile: dict[str, dict[str, list[str]]] = {}
     for profile in profiles.all_profiles():
         items = {}
