@@ -5,6 +5,7 @@ explain a composite."""
 from lmspec.conformance import hints
 from lmspec.conformance.cs336.oracles import nn_bugs
 from lmspec.conformance.cs336.parts import SWAPS
+from lmspec.conformance.gpt2.parts import SWAPS as GPT2_SWAPS
 from lmspec.tools import known_bugs
 
 
@@ -21,3 +22,7 @@ def test_the_page_lists_every_registered_cause_under_its_item():
     for composite, parts in SWAPS.items():
         for part, _ in parts:
             assert hints.explained_by(part) in listed[composite], (composite, part)
+    gpt2 = known_bugs.causes()["gpt2"]
+    for composite, parts in GPT2_SWAPS.items():
+        for part, _ in parts:
+            assert hints.explained_by(part) in gpt2[composite], (composite, part)
