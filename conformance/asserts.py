@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lmspec.conformance import near as near_miss
 from lmspec.conformance.hints import UNSURE, confirmed, reporting
 from lmspec.conformance.tolerances import Tolerance
 
@@ -103,6 +104,7 @@ def assert_close(
     causes: Sequence[str] = (),
     hint_tol: Tolerance | None = None,
     context: str = "",
+    near: Sequence[near_miss.Check] = (),
 ) -> None:
     """Assert ``actual`` ≈ ``expected`` elementwise (|a-e| <= atol + rtol|e|).
 
@@ -113,6 +115,8 @@ def assert_close(
     (``again``, required with ``hints``), both within ``hint_tol`` (default
     ``tol``; a bit-exact rule's float64 replays need a float32 one).
     ``causes``: causes the test has already confirmed that way itself.
+    ``near``: where no cause is named, the facts of these checks
+    (conformance/near.py) are: what about the output is right, and what not.
     """
     __tracebackhide__ = True
     if hints and again is None:
@@ -122,10 +126,14 @@ def assert_close(
         return
     named = list(causes)
     if hints and not problem.startswith("shape") and reporting():
-        near = hint_tol or tol
-        named += confirmed(_matching_hints(_to64(actual), hints, near), lambda: _matching_again(again, near))
+        within = hint_tol or tol
+        named += confirmed(_matching_hints(_to64(actual), hints, within), lambda: _matching_again(again, within))
     # The likely cause goes on the first line: reports show only that line.
     lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in named)]
+    if near and not named and not problem.startswith("shape") and reporting():
+        facts = near_miss.describe(_to64(actual), _to64(expected), tol, near)
+        if facts:
+            lines[0] += f"; no known bug reproduces it; near miss: shape right, {facts}"
     if context:
         lines.append(f"  input: {context}")
     raise AssertionError("\n".join(lines))

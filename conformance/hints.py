@@ -124,11 +124,66 @@ def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> lis
     """Of ``causes`` (those whose replay reproduced the failing input's
     output), the ones the test's second input confirms. ``second()`` runs the
     implementation on the second input and returns the causes whose replay
-    reproduces its output there; where it raises, nothing is confirmed."""
+    reproduces its output there; where it raises, nothing is confirmed.
+
+    Where a failing part explains a composite (:func:`part_hints`), that part
+    alone is named, the innermost where several do: fixing it comes first."""
     if not causes or not reporting():
         return []
     try:
         again = set(second())
     except UNSURE:
         return []
-    return [c for c in causes if c in again]
+    kept = [c for c in causes if c in again]
+    parts = [c for c in kept if c.startswith(_EXPLAINED_BY)]
+    return parts[:1] or kept
+
+
+# --- composites: a failing part that explains them --------------------------------
+_EXPLAINED_BY = "explained by "
+
+
+def explained_by(item: str) -> str:
+    """The cause a composite's failure is given when its failing part explains it."""
+    return f"{_EXPLAINED_BY}{item} (fix that first)"
+
+
+class PartIsRight(ValueError):
+    """The implementation's part gives the oracle's composite on this input:
+    it cannot explain a failure there."""
+
+
+def part_hints(
+    swaps: Sequence[tuple[str, Callable[[], Any]]], expected: Callable[[], Any], tol: Any
+) -> list[tuple[str, Callable[[], Any]]]:
+    """(cause, thunk) pairs for a composite (a block, an LM, an MHA, an SDPA):
+    each thunk is the oracle's composite with one of the implementation's own
+    parts swapped in (``swaps``: (part's item, thunk), innermost first). Where
+    that swap reproduces the implementation's output on the failing input and
+    on the second, the composite's failure is the part's: ``explained by
+    ITEM (fix that first)``. A swap that gives the oracle's composite (within
+    ``tol``, a Tolerance, of ``expected()``) raises :class:`PartIsRight`: a
+    right part explains nothing, even where the failure is near the bound."""
+    cache: list[Any] = []
+
+    def oracle() -> torch.Tensor:
+        if not cache:
+            cache.append(torch.as_tensor(expected()).detach().to("cpu", torch.float64))
+        return cache[0]
+
+    def swapped(item: str, run: Callable[[], Any]) -> Callable[[], Any]:
+        def thunk() -> Any:
+            got = torch.as_tensor(run()).detach().to("cpu", torch.float64)
+            want = oracle()
+            if got.shape == want.shape and _within(got, want, tol):
+                raise PartIsRight(f"{item} gives the oracle's composite here")
+            return got
+
+        return thunk
+
+    return [(explained_by(item), swapped(item, run)) for item, run in swaps]
+
+
+def _within(got: torch.Tensor, want: torch.Tensor, tol: Any) -> bool:
+    close = (got - want).abs() <= tol.atol + tol.rtol * want.abs()
+    return bool((close | (got == want) | (got.isnan() & want.isnan())).all())

@@ -38,6 +38,6 @@ def test_mha_names_only_the_mask_bug_its_second_input_confirms(kind, cause, wron
     """Failing on two tokens, both mask bugs reproduce the output; the MHA
     test's second input (5 tokens) keeps only the implementation's own."""
     with pytest.raises(AssertionError) as failure:
-        test_attention._check_mha(_mha_with_mask(kind), "cpu", TWO_TOKENS)
+        test_attention._check_mha(_mha_with_mask(kind), None, "cpu", TWO_TOKENS)
     assert f"likely cause: {cause}" in str(failure.value)
     assert wrong not in str(failure.value)

@@ -19,11 +19,12 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.nn_bugs import KNOWN_BUGS
+from lmspec.conformance.cs336.parts import ImplParts, swaps
 from lmspec.conformance.cs336.strategies import nn as sn
 
 TOL_SDPA = {torch.float32: tol.SDPA_F32, torch.bfloat16: tol.SDPA_BF16}
@@ -98,10 +99,25 @@ def _sdpa_observed(run_sdpa, device, q, k, v, mask=None):
     return run_sdpa(q.to(device), k.to(device), v.to(device), *masks), KNOWN_BUGS.thunks("2.sdpa", q, k, v, mask)
 
 
-def _check_sdpa(run_sdpa, device, case, dtype):
+def _sdpa_with_parts(run_sdpa, impl, device, tolerance, q, k, v, mask):
+    """:func:`_sdpa_observed`, and the oracle's attention with the
+    implementation's softmax swapped in (a failure its softmax explains; in
+    float32, the dtype the parts are called in)."""
+    out, bugs = _sdpa_observed(run_sdpa, device, q, k, v, mask)
+    if q.dtype != torch.float32:
+        return out, bugs
+
+    def composite(**kw):
+        return oracle.attention(q, k, v, mask, **kw)
+
+    inside = ImplParts(impl, device).of("2.sdpa")
+    return out, bugs + hints.part_hints(swaps(composite, inside), composite, tolerance)
+
+
+def _check_sdpa(run_sdpa, impl, device, case, dtype):
     __tracebackhide__ = True
     q, k, v, mask = _sdpa_inputs(case, dtype)
-    out, bugs = _sdpa_observed(run_sdpa, device, q, k, v, mask)
+    out, bugs = _sdpa_with_parts(run_sdpa, impl, device, TOL_SDPA[dtype], q, k, v, mask)
     assert_shape(out, (*q.shape[:-1], v.shape[-1]), rule="attention output is (..., n, d_v)")
     second = _sdpa_inputs(hints.other(case, *SECOND_SDPA), dtype)
     assert_close(
@@ -110,35 +126,36 @@ def _check_sdpa(run_sdpa, device, case, dtype):
         TOL_SDPA[dtype],
         rule=f"scaled dot-product attention ({dtype} vs float64)",
         hints=bugs,
-        again=lambda: _sdpa_observed(run_sdpa, device, *second),
+        again=lambda: _sdpa_with_parts(run_sdpa, impl, device, TOL_SDPA[dtype], *second),
+        near=(near.scale, near.positions(-2, "query")),
         context=f"Q{tuple(q.shape)} K{tuple(k.shape)} V{tuple(v.shape)} mask{tuple(mask.shape)}",
     )
 
 
 @pytest.mark.spec("2.sdpa")
 @given(case=SDPA_CONTRACT)
-def test_sdpa_matches_float64(run_scaled_dot_product_attention, device, case):
+def test_sdpa_matches_float64(run_scaled_dot_product_attention, impl, device, case):
     """softmax(QKᵀ/√d_k, masked −inf) V on (batch, n, d) and (batch, heads, n, d),
     the mask of the scores' full shape or (n, m) broadcast, True = may attend."""
-    _check_sdpa(run_scaled_dot_product_attention, device, case, torch.float32)
+    _check_sdpa(run_scaled_dot_product_attention, impl, device, case, torch.float32)
 
 
 @pytest.mark.spec("2.sdpa")
 @strict
 @given(case=sn.sdpa_cases())
-def test_sdpa_any_leading_dims_and_mask_broadcast(run_scaled_dot_product_attention, device, case):
+def test_sdpa_any_leading_dims_and_mask_broadcast(run_scaled_dot_product_attention, impl, device, case):
     """STRICT: the same for any number of leading dims ((n, d) without a batch,
     5-D...) and masks broadcasting partially ((1, n, m), (heads, n, m)...)."""
-    _check_sdpa(run_scaled_dot_product_attention, device, case, torch.float32)
+    _check_sdpa(run_scaled_dot_product_attention, impl, device, case, torch.float32)
 
 
 @pytest.mark.spec("2.sdpa")
 @strict
 @given(case=SDPA_CONTRACT)
-def test_sdpa_bfloat16_matches_float64(run_scaled_dot_product_attention, device, case):
+def test_sdpa_bfloat16_matches_float64(run_scaled_dot_product_attention, impl, device, case):
     """STRICT: bfloat16 Q, K, V (the handout uses float32) give attention within
     bfloat16 accuracy of the float64 result."""
-    _check_sdpa(run_scaled_dot_product_attention, device, case, torch.bfloat16)
+    _check_sdpa(run_scaled_dot_product_attention, impl, device, case, torch.bfloat16)
 
 
 @pytest.mark.spec("2.sdpa")
@@ -256,15 +273,28 @@ def _oracle_args(case):
     return case.x, case.q_w, case.k_w, case.v_w, case.o_w, case.num_heads
 
 
-def _mha_observed(run_mha, device, case):
-    """The implementation's MHA without RoPE and the known bugs replayed on ``case``."""
+def _mha_parts(impl, device, case, **kw):
+    """The oracle's MHA on ``case`` (``kw``: theta, positions) with each of the
+    implementation's parts swapped in: its SDPA, and with RoPE its RoPE."""
+
+    def composite(**swap):
+        return oracle.mha(*_oracle_args(case), **kw, **swap)
+
+    rope = kw.get("theta") is not None
+    inside = ImplParts(impl, device).of("2.mha", max_seq_len=case.max_seq_len, rope=rope)
+    return hints.part_hints(swaps(composite, inside), composite, tol.MHA_F32)
+
+
+def _mha_observed(run_mha, impl, device, case):
+    """The implementation's MHA without RoPE, the known bugs replayed on
+    ``case`` and the oracle's MHA with the implementation's SDPA."""
     out = run_mha(case.x.shape[-1], case.num_heads, *_weights(case, device), case.x.to(device))
-    return out, KNOWN_BUGS.thunks("2.mha", *_oracle_args(case))
+    return out, KNOWN_BUGS.thunks("2.mha", *_oracle_args(case)) + _mha_parts(impl, device, case)
 
 
-def _check_mha(run_mha, device, case):
+def _check_mha(run_mha, impl, device, case):
     __tracebackhide__ = True
-    out, bugs = _mha_observed(run_mha, device, case)
+    out, bugs = _mha_observed(run_mha, impl, device, case)
     assert_shape(out, case.x.shape, rule="MHA output is (..., seq, d_model)")
     second = hints.other(case, *SECOND_MHA)
     assert_close(
@@ -273,7 +303,8 @@ def _check_mha(run_mha, device, case):
         tol.MHA_F32,
         rule="causal multi-head self-attention (float32 vs float64 per-head loop)",
         hints=bugs,
-        again=lambda: _mha_observed(run_mha, device, second),
+        again=lambda: _mha_observed(run_mha, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}",
     )
 
@@ -281,19 +312,19 @@ def _check_mha(run_mha, device, case):
 @pytest.mark.spec("2.mha")
 @given(case=MHA_CONTRACT)
 @example(case=TWO_HEADS)
-def test_mha_matches_float64_per_head_loop(run_multihead_self_attention, device, case):
+def test_mha_matches_float64_per_head_loop(run_multihead_self_attention, impl, device, case):
     """Causal MHA without RoPE on (batch, seq, d_model): heads grouped head by
     head, concatenated in order."""
-    _check_mha(run_multihead_self_attention, device, case)
+    _check_mha(run_multihead_self_attention, impl, device, case)
 
 
 @pytest.mark.spec("2.mha")
 @strict
 @given(case=sn.mha_cases())
-def test_mha_any_leading_dims(run_multihead_self_attention, device, case):
+def test_mha_any_leading_dims(run_multihead_self_attention, impl, device, case):
     """STRICT: MHA works for any number of leading dims, none included (a
     (seq, d_model) input)."""
-    _check_mha(run_multihead_self_attention, device, case)
+    _check_mha(run_multihead_self_attention, impl, device, case)
 
 
 def _run_mha_rope(run, case, device, positions, max_seq_len=None):
@@ -321,9 +352,16 @@ def _mha_rope_observed(run, device, case, shift=0, *, default_positions=False):
     return out, KNOWN_BUGS.thunks("2.mha", *_oracle_args(case), theta=case.theta, positions=positions)
 
 
-def _check_mha_rope(run, device, case):
-    __tracebackhide__ = True
+def _mha_rope_with_parts(run, impl, device, case):
+    """:func:`_mha_rope_observed`, and the oracle's MHA with each of the
+    implementation's parts swapped in."""
     out, bugs = _mha_rope_observed(run, device, case)
+    return out, bugs + _mha_parts(impl, device, case, theta=case.theta, positions=case.positions)
+
+
+def _check_mha_rope(run, impl, device, case):
+    __tracebackhide__ = True
+    out, bugs = _mha_rope_with_parts(run, impl, device, case)
     assert_shape(out, case.x.shape, rule="MHA output is (..., seq, d_model)")
     second = hints.other(case, *SECOND_MHA)
     assert_close(
@@ -332,7 +370,8 @@ def _check_mha_rope(run, device, case):
         tol.MHA_F32,
         rule="causal MHA with RoPE (float32 vs float64 per-head loop)",
         hints=bugs,
-        again=lambda: _mha_rope_observed(run, device, second),
+        again=lambda: _mha_rope_with_parts(run, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, pos {case.positions.tolist()}",
     )
 
@@ -341,20 +380,20 @@ def _check_mha_rope(run, device, case):
 @given(case=MHA_CONTRACT)
 @example(case=TWO_HEADS)
 @example(case=TWO_HEADS_TWO_SEQUENCES)
-def test_mha_with_rope_matches_float64_per_head_loop(run_multihead_self_attention_with_rope, device, case):
+def test_mha_with_rope_matches_float64_per_head_loop(run_multihead_self_attention_with_rope, impl, device, case):
     """Causal MHA with RoPE on Q and K of every head, token_positions (1, seq) or
     (batch, seq) (the head axis is a batch axis: every head of a sequence uses
     that sequence's positions)."""
-    _check_mha_rope(run_multihead_self_attention_with_rope, device, case)
+    _check_mha_rope(run_multihead_self_attention_with_rope, impl, device, case)
 
 
 @pytest.mark.spec("2.mha")
 @strict
 @given(case=sn.mha_cases())
-def test_mha_with_rope_any_leading_dims_and_positions(run_multihead_self_attention_with_rope, device, case):
+def test_mha_with_rope_any_leading_dims_and_positions(run_multihead_self_attention_with_rope, impl, device, case):
     """STRICT: the same for any number of leading dims and token_positions of
     any broadcasting shape ((seq,), (a, 1, seq)...)."""
-    _check_mha_rope(run_multihead_self_attention_with_rope, device, case)
+    _check_mha_rope(run_multihead_self_attention_with_rope, impl, device, case)
 
 
 @pytest.mark.spec("2.mha")

@@ -16,11 +16,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.nn_bugs import KNOWN_BUGS
+from lmspec.conformance.cs336.parts import ImplParts, swaps
 from lmspec.conformance.cs336.strategies import nn as sn
 
 # Block/LM examples cost tens of ms each (the oracle loops over heads): a
@@ -96,18 +97,25 @@ def _lm_args(cfg):
 
 
 # --- block ---------------------------------------------------------------------------
-def _block_observed(run_transformer_block, device, case):
-    """The implementation's block and the known bugs replayed on ``case``."""
+def _block_observed(run_transformer_block, impl, device, case):
+    """The implementation's block, the known bugs replayed on ``case`` and the
+    oracle's block with each of the implementation's parts swapped in."""
     weights = _on(case.weights, device)
     out = run_transformer_block(
         case.d_model, case.num_heads, case.d_ff, case.max_seq_len, case.theta, weights, case.x.to(device)
     )
-    return out, KNOWN_BUGS.thunks("2.block", case.x, case.weights, case.num_heads, case.theta)
+
+    def composite(**kw):
+        return oracle.block(case.x, case.weights, case.num_heads, case.theta, **kw)
+
+    inside = ImplParts(impl, device).of("2.block", max_seq_len=case.max_seq_len)
+    parts = hints.part_hints(swaps(composite, inside), composite, tol.BLOCK_F32)
+    return out, KNOWN_BUGS.thunks("2.block", case.x, case.weights, case.num_heads, case.theta) + parts
 
 
-def _check_block(run_transformer_block, device, case):
+def _check_block(run_transformer_block, impl, device, case):
     __tracebackhide__ = True
-    out, bugs = _block_observed(run_transformer_block, device, case)
+    out, bugs = _block_observed(run_transformer_block, impl, device, case)
     assert_shape(out, case.x.shape, rule="block output is (..., seq, d_model)")
     second = hints.other(case, *SECOND_BLOCKS)
     assert_close(
@@ -116,7 +124,8 @@ def _check_block(run_transformer_block, device, case):
         tol.BLOCK_F32,
         rule="pre-norm Transformer block (float32 vs float64)",
         hints=bugs,
-        again=lambda: _block_observed(run_transformer_block, device, second),
+        again=lambda: _block_observed(run_transformer_block, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=f"x{tuple(case.x.shape)}, heads={case.num_heads}, d_ff={case.d_ff}, θ={case.theta}",
     )
 
@@ -124,33 +133,40 @@ def _check_block(run_transformer_block, device, case):
 @pytest.mark.spec("2.block")
 @FEW
 @given(case=sn.block_cases(lead_dims=sn.BATCH))
-def test_block_is_prenorm(run_transformer_block, device, case):
+def test_block_is_prenorm(run_transformer_block, impl, device, case):
     """z = x + MHA(RMSNorm₁(x)), y = z + SwiGLU(RMSNorm₂(z)), RoPE at 0..seq-1,
     on (batch, seq, d_model) inputs."""
-    _check_block(run_transformer_block, device, case)
+    _check_block(run_transformer_block, impl, device, case)
 
 
 @pytest.mark.spec("2.block")
 @strict
 @FEWER
 @given(case=sn.block_cases(lead_dims=sn.ANY_LEAD))
-def test_block_any_leading_dims(run_transformer_block, device, case):
+def test_block_any_leading_dims(run_transformer_block, impl, device, case):
     """STRICT: the block works for any number of leading dims ((seq, d_model), 4-D...)."""
-    _check_block(run_transformer_block, device, case)
+    _check_block(run_transformer_block, impl, device, case)
 
 
 # --- LM --------------------------------------------------------------------------------
-def _lm_observed(run_transformer_lm, device, case):
-    """The implementation's logits and the known bugs replayed on ``case``."""
+def _lm_observed(run_transformer_lm, impl, device, case):
+    """The implementation's logits, the known bugs replayed on ``case`` and the
+    oracle's LM with each of the implementation's parts swapped in."""
     ids, weights, cfg = case
     out = run_transformer_lm(*_lm_args(cfg), _on(weights, device), ids.to(device))
-    return out, KNOWN_BUGS.thunks("2.lm", ids, weights, cfg)
+
+    def composite(**kw):
+        return oracle.lm(ids, weights, cfg, **kw)
+
+    lm_parts = ImplParts(impl, device).of("2.lm", max_seq_len=cfg.context_length, d_ff=cfg.d_ff)
+    parts = hints.part_hints(swaps(composite, lm_parts), composite, tol.LM_F32)
+    return out, KNOWN_BUGS.thunks("2.lm", ids, weights, cfg) + parts
 
 
-def _check_lm(run_transformer_lm, device, case, *, rule: str, shape_rule: str, context: str):
+def _check_lm(run_transformer_lm, impl, device, case, *, rule: str, shape_rule: str, context: str):
     __tracebackhide__ = True
     ids, weights, cfg = case
-    out, bugs = _lm_observed(run_transformer_lm, device, case)
+    out, bugs = _lm_observed(run_transformer_lm, impl, device, case)
     assert_shape(out, (*ids.shape, cfg.vocab_size), rule=shape_rule)
     second = hints.other(case, *SECOND_LMS)
     assert_close(
@@ -159,7 +175,8 @@ def _check_lm(run_transformer_lm, device, case, *, rule: str, shape_rule: str, c
         tol.LM_F32,
         rule=rule,
         hints=bugs,
-        again=lambda: _lm_observed(run_transformer_lm, device, second),
+        again=lambda: _lm_observed(run_transformer_lm, impl, device, second),
+        near=(near.scale, near.positions(-2)),
         context=context,
     )
 
@@ -167,10 +184,11 @@ def _check_lm(run_transformer_lm, device, case, *, rule: str, shape_rule: str, c
 @pytest.mark.spec("2.lm")
 @FEW
 @given(case=sn.lm_cases())
-def test_lm_matches_float64(run_transformer_lm, device, case):
+def test_lm_matches_float64(run_transformer_lm, impl, device, case):
     """Embedding → blocks → final RMSNorm → LM head: logits (batch, seq, vocab)."""
     _check_lm(
         run_transformer_lm,
+        impl,
         device,
         case,
         rule="Transformer LM logits (float32 vs float64)",
@@ -183,11 +201,12 @@ def test_lm_matches_float64(run_transformer_lm, device, case):
 @strict
 @FEWER
 @given(case=sn.lm_cases(lead_dims=(0, 2)))
-def test_lm_any_id_shape(run_transformer_lm, device, case):
+def test_lm_any_id_shape(run_transformer_lm, impl, device, case):
     """STRICT: ids of other shapes than (batch, seq) — one unbatched sequence
     (seq,), or (a, b, seq) — give logits (..., seq, vocab)."""
     _check_lm(
         run_transformer_lm,
+        impl,
         device,
         case,
         rule="Transformer LM logits on ids of any shape (float32 vs float64)",
@@ -199,10 +218,11 @@ def test_lm_any_id_shape(run_transformer_lm, device, case):
 @pytest.mark.spec("2.lm")
 @FEWER
 @given(case=sn.lm_cases(full_context=True))
-def test_lm_accepts_full_context_length(run_transformer_lm, device, case):
+def test_lm_accepts_full_context_length(run_transformer_lm, impl, device, case):
     """An input of exactly context_length tokens works and matches the oracle."""
     _check_lm(
         run_transformer_lm,
+        impl,
         device,
         case,
         rule="LM logits at seq = context_length",

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hypothesis import example, given, note
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance import tolerances as tol
 from lmspec.conformance.asserts import assert_close, assert_dtype, assert_shape
 from lmspec.conformance.cs336.oracles import nn as oracle
@@ -333,6 +333,7 @@ def _check_softmax(run_softmax, device, x, dim, rule, second):
         rule=rule,
         hints=bugs,
         again=lambda: _softmax_observed(run_softmax, device, *second),
+        near=(near.sums_to_one(dim), near.scale),
         context=f"{_shape(x)}, dim={dim}",
     )
 

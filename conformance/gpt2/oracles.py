@@ -129,19 +129,37 @@ def mha(x, w, heads: int, *, split=split_heads, causal: bool = True, out_bias: b
     return linear(merge_heads(ctx), w, "out_proj.")
 
 
-def block(x, w, heads: int) -> torch.Tensor:
+#: Parts swapped into a composite (hints only: "explained by gpt2.layernorm"):
+#: "layernorm" (x, w), "mha" (x, w, heads), "feedforward" (x, w), "block" (x, w, heads).
+Parts = Mapping[str, Any]
+
+
+def block(x, w, heads: int, *, parts: Parts = {}) -> torch.Tensor:  # noqa: B006 (read only)
     x = f64(x)
-    x = x + mha(layernorm(x, sub(w, "norm1.")), sub(w, "att."), heads)
-    return x + feedforward(layernorm(x, sub(w, "norm2.")), sub(w, "ff."))
+    norm = parts.get("layernorm", layernorm)
+    att, ff = parts.get("mha", mha), parts.get("feedforward", feedforward)
+    x = x + f64(att(norm(x, sub(w, "norm1.")), sub(w, "att."), heads))
+    return x + f64(ff(f64(norm(x, sub(w, "norm2."))), sub(w, "ff.")))
 
 
-def model(ids: torch.Tensor, w, c: Mapping[str, Any], positions: torch.Tensor | None = None) -> torch.Tensor:
+def model(
+    ids: torch.Tensor,
+    w,
+    c: Mapping[str, Any],
+    positions: torch.Tensor | None = None,
+    *,
+    parts: Parts = {},  # noqa: B006 (read only)
+) -> torch.Tensor:
     t = ids.shape[-1]
     pos = torch.arange(t) if positions is None else positions
     x = f64(w["tok_emb.weight"])[ids] + f64(w["pos_emb.weight"])[pos]
     for i in range(c["n_layers"]):
-        x = block(x, sub(w, f"trf_blocks.{i}."), c["n_heads"])
-    return linear(layernorm(x, sub(w, "final_norm.")), {"weight": w["out_head.weight"]})
+        if "block" in parts:
+            x = f64(parts["block"](x, sub(w, f"trf_blocks.{i}."), c["n_heads"]))
+        else:
+            x = block(x, sub(w, f"trf_blocks.{i}."), c["n_heads"], parts=parts)
+    norm = parts.get("layernorm", layernorm)
+    return linear(f64(norm(x, sub(w, "final_norm."))), {"weight": w["out_head.weight"]})
 
 
 def loss(logits: torch.Tensor, targets: torch.Tensor) -> float:

@@ -6,11 +6,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lmspec.conformance import tolerances
+from lmspec.conformance import hints, tolerances
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
+from lmspec.conformance.gpt2.parts import swaps
 from lmspec.conformance.hints import other
 from lmspec.conformance.tolerances import Tolerance
 
@@ -18,19 +19,43 @@ TOL = tolerances.GPT2_MODEL_F32
 strict = pytest.mark.strict
 
 
-@sg.budget(6)
-@pytest.mark.spec("gpt2.block")
-@given(case=sg.model_cases(layers=(1, 1)))
-def test_block_matches_float64(gpt2_block, case):
-    """``x + att(norm1(x))`` then ``x + ff(norm2(x))`` (eval mode, drop_rate 0.1)."""
+def _block_case(case: sg.ModelCase) -> tuple[dict, dict, torch.Tensor]:
+    """(cfg, block weights, x) of a block test, drawn from a model case."""
     c = case.cfg
     g = sg.generator(int(case.ids.sum()))
     w = o.block_weights(g, c)
-    x = sg.randn(g, case.ids.shape[0], case.ids.shape[1], c["emb_dim"])
-    out = gpt2_block(cfg=c, weights=w, in_features=x)
+    return c, w, sg.randn(g, case.ids.shape[0], case.ids.shape[1], c["emb_dim"])
+
+
+def _block_observed(run, impl, block_case):
+    """The implementation's block, and the oracle's block with each of the
+    implementation's parts swapped in (a failure its failing part explains)."""
+    c, w, x = block_case
+
+    def composite(**kw):
+        return o.block(x, w, c["n_heads"], **kw)
+
+    out = run(cfg=c, weights=w, in_features=x)
+    return out, hints.part_hints(swaps(impl, c, "gpt2.block", composite), composite, TOL)
+
+
+@sg.budget(6)
+@pytest.mark.spec("gpt2.block")
+@given(case=sg.model_cases(layers=(1, 1)))
+def test_block_matches_float64(gpt2_block, impl, case):
+    """``x + att(norm1(x))`` then ``x + ff(norm2(x))`` (eval mode, drop_rate 0.1)."""
+    c, w, x = block = _block_case(case)
+    out, parts = _block_observed(gpt2_block, impl, block)
     assert_shape(out, x.shape, rule="TransformerBlock keeps (batch, tokens, emb_dim)")
+    second = _block_case(other(case, *SECOND_MODELS))
     assert_close(
-        out, o.block(x, w, c["n_heads"]), TOL, rule="pre-norm block with shortcuts", context=f"x{tuple(x.shape)}"
+        out,
+        o.block(x, w, c["n_heads"]),
+        TOL,
+        rule="pre-norm block with shortcuts",
+        hints=parts,
+        again=lambda: _block_observed(gpt2_block, impl, second),
+        context=f"x{tuple(x.shape)}",
     )
 
 
@@ -54,17 +79,26 @@ SECOND_MODELS = (
 )
 
 
-def _observed(run, case):
+def _observed(run, case, impl=None):
+    """The implementation's logits, the known bugs replayed on ``case`` and
+    (given ``impl``) the oracle's model with each of its parts swapped in."""
     out = run(cfg=case.cfg, weights=case.weights, in_idx=case.ids)
-    return out, KNOWN_BUGS.thunks("gpt2.model", case.ids, case.weights, case.cfg)
+    bugs = KNOWN_BUGS.thunks("gpt2.model", case.ids, case.weights, case.cfg)
+    if impl is None:
+        return out, bugs
+
+    def composite(**kw):
+        return o.model(case.ids, case.weights, case.cfg, **kw)
+
+    return out, bugs + hints.part_hints(swaps(impl, case.cfg, "gpt2.model", composite), composite, TOL)
 
 
 @sg.budget(8)
 @pytest.mark.spec("gpt2.model")
 @given(case=sg.model_cases())
-def test_model_logits_match_float64(gpt2_model, case):
+def test_model_logits_match_float64(gpt2_model, impl, case):
     """``tok_emb(ids) + pos_emb(arange)`` → blocks → final_norm → out_head, eval mode (drop_rate 0.1)."""
-    out, bugs = _observed(gpt2_model, case)
+    out, bugs = _observed(gpt2_model, case, impl)
     assert_shape(out, (*case.ids.shape, case.cfg["vocab_size"]), rule="logits are (batch, tokens, vocab_size)")
     second = other(case, *SECOND_MODELS)
     assert_close(
@@ -73,7 +107,7 @@ def test_model_logits_match_float64(gpt2_model, case):
         TOL,
         rule="GPTModel logits (float32 vs float64)",
         hints=bugs,
-        again=lambda: _observed(gpt2_model, second),
+        again=lambda: _observed(gpt2_model, second, impl),
         context=f"ids{tuple(case.ids.shape)}, cfg {case.cfg}",
     )
 

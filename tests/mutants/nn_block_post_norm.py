@@ -3,7 +3,13 @@
 from lmspec.reference.adapter import *  # noqa: F403
 from lmspec.reference.adapter import run_multihead_self_attention_with_rope, run_rmsnorm, run_swiglu
 
-MUTANT = {"spec": "2.block", "bug": "post-norm block instead of pre-norm", "run": ["2.block"], "hinted": ["post-norm"]}
+MUTANT = {
+    "spec": "2.block",
+    "bug": "post-norm block instead of pre-norm",
+    "run": ["2.block"],
+    "hinted": ["post-norm"],
+    "never_hinted": ["explained by"],
+}
 
 
 def run_transformer_block(d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features):

@@ -8,6 +8,7 @@ MUTANT = {
     "bug": "final RMSNorm (ln_final) missing",
     "run": ["2.lm"],
     "hinted": ["final RMSNorm missing"],
+    "never_hinted": ["explained by"],
 }
 
 

@@ -8,7 +8,7 @@ MUTANT = {
     "bug": "causal mask missing",
     "run": ["2.mha"],
     "hinted": ["not causal"],
-    "never_hinted": ["shifted by one"],
+    "never_hinted": ["shifted by one", "explained by"],
 }
 
 

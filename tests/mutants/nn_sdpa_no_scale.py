@@ -4,7 +4,13 @@ import torch
 
 from lmspec.reference.adapter import *  # noqa: F403
 
-MUTANT = {"spec": "2.sdpa", "bug": "missing 1/sqrt(d_k)", "run": ["2.sdpa"], "hinted": ["missing 1/sqrt(d_k)"]}
+MUTANT = {
+    "spec": "2.sdpa",
+    "bug": "missing 1/sqrt(d_k)",
+    "run": ["2.sdpa"],
+    "hinted": ["missing 1/sqrt(d_k)"],
+    "never_hinted": ["explained by"],
+}
 
 
 def run_scaled_dot_product_attention(Q, K, V, mask=None):

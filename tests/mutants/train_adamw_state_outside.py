@@ -10,7 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "step count not in state_dict: after load_state_dict it restarts at 1",
     "run": ["3.adamw", "3.checkpoint"],
-    "hinted": ["the step count t is not in state_dict"],
+    "hinted": ["the step count t is not in state_dict", "explained by 3.adamw (fix that first)"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "bug": "save_checkpoint stores model and iteration only; resuming restarts AdamW's m, v, t",
     "run": ["3.checkpoint"],
     "hinted": ["optimizer state not saved or not restored"],
+    "never_hinted": ["explained by"],
 }
 
 

@@ -30,6 +30,15 @@ RMSNORM_EPS = 1e-5  # SPEC §2 default
 
 Probe = Callable[[str], AbstractContextManager]
 
+#: Parts swapped into a composite (hints only: "explained by 2.rmsnorm"): a
+#: name -> a callable with the oracle part's signature. Names: "rmsnorm"
+#: (x, weight, eps), "ffn" (x, w1, w2, w3), "mha" (x, q_w, k_w, v_w, o_w,
+#: num_heads, theta, positions), "sdpa" (q, k, v, mask), "rope" (x, positions,
+#: theta), "softmax" (x, dim), "embedding" (weight, ids), "lm_head" (x, weight),
+#: "block" (x, weights without "layers.{i}.", num_heads, theta).
+Parts = Mapping[str, Callable[..., Tensor]]
+NO_PARTS: Parts = {}
+
 
 def _no_probe(_name: str) -> AbstractContextManager:
     return contextlib.nullcontext()
@@ -162,10 +171,14 @@ def attention(
     scale: float | None = None,
     masked_value: float = -math.inf,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
+    softmax_dim: int = -1,
 ) -> Tensor:
     """The explicit formula behind :func:`sdpa`. A row without any allowed
     key gives zeros. Hints: ``scale=1`` (missing 1/√d_k),
-    ``masked_value=0`` (masked scores zeroed instead of −inf)."""
+    ``masked_value=0`` (masked scores zeroed instead of −inf),
+    ``softmax_dim=-2`` (normalised over the queries; a column without any
+    allowed query stays NaN, as such a softmax gives)."""
     q, k, v = f64(q), f64(k), f64(v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     with probe("attn_scores"):
@@ -173,7 +186,12 @@ def attention(
     if mask is not None:
         mask = mask if mask.device.type == "meta" else mask.detach().cpu()
         scores = scores.masked_fill(~mask.bool(), masked_value)
-    weights = torch.softmax(scores, -1).nan_to_num(0.0)
+    if softmax_dim != -1:
+        weights = torch.softmax(scores, softmax_dim)
+    else:
+        weights = (f64(parts["softmax"](scores, -1)) if "softmax" in parts else torch.softmax(scores, -1)).nan_to_num(
+            0.0
+        )
     with probe("attn_values"):
         return torch.matmul(weights, v)
 
@@ -209,7 +227,9 @@ def mha(
     rope_pairs: str = "interleaved",
     mask: str = "causal",
     positions_on_head_axis: bool = False,
+    scale: float | None = None,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Causal multi-head self-attention, one head at a time.
 
@@ -221,7 +241,7 @@ def mha(
     ``rope_on_v``, ``rope_pairs="half"``, ``mask="none"|"strict"|"shifted"``, ``positions_on_head_axis``
     ((batch, seq) positions broadcast against (batch, heads, seq, d_k) without
     a head axis: with batch = heads, head h of every sequence takes row h's
-    positions).
+    positions), ``scale`` (the scores' factor, default 1/√d_k).
     """
     x = f64(x)
     seq = x.shape[-2]
@@ -240,10 +260,16 @@ def mha(
                 if positions.dim() != 2 or positions.shape[0] != num_heads:
                     raise ValueError("positions_on_head_axis needs (batch = num_heads, seq) positions")
                 pos = positions[h]
-            q, k = rope(q, pos, theta, pairs=rope_pairs), rope(k, pos, theta, pairs=rope_pairs)
+            if "rope" in parts:
+                q, k = f64(parts["rope"](q, pos, theta)), f64(parts["rope"](k, pos, theta))
+            else:
+                q, k = rope(q, pos, theta, pairs=rope_pairs), rope(k, pos, theta, pairs=rope_pairs)
             if rope_on_v:
                 v = rope(v, pos, theta, pairs=rope_pairs)
-        outs.append(attention(q, k, v, allowed, probe=probe))
+        if "sdpa" in parts:
+            outs.append(f64(parts["sdpa"](q, k, v, allowed.expand(*q.shape[:-2], seq, seq))))
+        else:
+            outs.append(attention(q, k, v, allowed, scale=scale, probe=probe, parts=parts))
     with probe("attn_output"):
         merged = torch.stack(outs, -1).flatten(-2) if heads == "interleaved" else torch.cat(outs, -1)
         return linear(merged, o_w)
@@ -260,35 +286,50 @@ def block(
     norm: str = "pre",
     ffn: str = "swiglu",
     residual: str = "both",
+    norm_weights: str | None = None,
     eps: float = RMSNORM_EPS,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Pre-norm block ``z = x + MHA(RMSNorm₁(x))``, ``y = z + FFN(RMSNorm₂(z))``.
 
     ``theta=None`` is NoPE. Ablations: ``norm="post"`` (``z = RMSNorm₁(x +
     MHA(x))``...), ``norm="none"``; ``ffn="silu"``. Bugs (hints only):
     ``residual="none"`` (no residual adds), ``residual="attn"`` (only around
-    attention, the FFN's missing). Keys are the SPEC §2 names without ``layers.{i}.``.
+    attention, the FFN's missing), ``residual="normed"`` (each residual adds
+    the normalised input), ``norm_weights="ln1"`` (one norm's gain for both).
+    Keys are the SPEC §2 names without ``layers.{i}.``.
+    ``parts`` (hints only): "rmsnorm", "mha", "ffn" (SwiGLU) swapped in.
     """
     x = f64(x)
 
     def attn(h: Tensor) -> Tensor:
         w = [weights[f"attn.{p}_proj.weight"] for p in ("q", "k", "v", "output")]
-        return mha(h, *w, num_heads, theta=theta, positions=positions, probe=probe)
+        if "mha" in parts:
+            return f64(parts["mha"](h, *w, num_heads, theta, positions))
+        return mha(h, *w, num_heads, theta=theta, positions=positions, probe=probe, parts=parts)
 
     def feed_forward(h: Tensor) -> Tensor:
         if ffn == "silu":
             return silu_ffn(h, weights["ffn.w1.weight"], weights["ffn.w2.weight"], probe=probe)
         w = weights["ffn.w1.weight"], weights["ffn.w2.weight"], weights["ffn.w3.weight"]
-        return swiglu(h, *w, probe=probe)
+        return f64(parts["ffn"](h, *w)) if "ffn" in parts else swiglu(h, *w, probe=probe)
 
     def ln(name: str, h: Tensor) -> Tensor:
+        name = norm_weights or name
+        if "rmsnorm" in parts:
+            return f64(parts["rmsnorm"](h, weights[f"{name}.weight"], eps))
         return rmsnorm(h, weights[f"{name}.weight"], eps)
 
-    if residual not in ("both", "attn", "none"):
+    if residual not in ("both", "attn", "none", "normed"):
         raise ValueError(f"unknown residual {residual!r}")
     keep_x = 0.0 if residual == "none" else 1.0  # x around attention
-    keep_z = 1.0 if residual == "both" else 0.0  # z around the FFN
+    keep_z = 1.0 if residual in ("both", "normed") else 0.0  # z around the FFN
+    if norm == "pre" and residual == "normed":  # each residual adds the normalised input
+        h = ln("ln1", x)
+        z = h + attn(h)
+        h = ln("ln2", z)
+        return h + feed_forward(h)
     if norm == "pre":
         z = keep_x * x + attn(ln("ln1", x))
         return keep_z * z + feed_forward(ln("ln2", z))
@@ -356,21 +397,42 @@ def lm(
     use_rope: bool = True,
     ffn: str = "swiglu",
     final_norm: bool = True,
+    output: str = "logits",
+    tied: bool = False,
     probe: Probe = _no_probe,
+    parts: Parts = NO_PARTS,
 ) -> Tensor:
     """Embedding → ``num_layers`` blocks → final RMSNorm → LM head; logits
     ``(..., seq, vocab)``. ``norm="none"`` also drops the final norm (extended
-    profile); ``final_norm=False`` is a bug (hints only)."""
-    h = embedding(weights["token_embeddings.weight"], ids)
+    profile). Bugs (hints only): ``final_norm=False``, ``output="probabilities"``
+    or ``"log_probabilities"`` (softmax or log-softmax of the logits), ``tied``
+    (the LM head reads the token embeddings). ``parts`` (hints
+    only): the block's, "embedding", "lm_head" and "block" swapped in."""
+    emb = weights["token_embeddings.weight"]
+    h = f64(parts["embedding"](emb, ids)) if "embedding" in parts else embedding(emb, ids)
     theta = cfg.rope_theta if use_rope else None
     for i in range(cfg.num_layers):
         prefix = f"layers.{i}."
         layer = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
-        h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe)
+        if "block" in parts:
+            h = f64(parts["block"](h, layer, cfg.num_heads, theta))
+        else:
+            h = block(h, layer, cfg.num_heads, theta, norm=norm, ffn=ffn, probe=probe, parts=parts)
     if norm != "none" and final_norm:
-        h = rmsnorm(h, weights["ln_final.weight"], RMSNORM_EPS)
+        w = weights["ln_final.weight"]
+        h = f64(parts["rmsnorm"](h, w, RMSNORM_EPS)) if "rmsnorm" in parts else rmsnorm(h, w, RMSNORM_EPS)
+    head = weights["token_embeddings.weight" if tied else "lm_head.weight"]
+    if "lm_head" in parts:
+        return f64(parts["lm_head"](h, head))
     with probe("lm_head"):
-        return linear(h, weights["lm_head.weight"])
+        logits = linear(h, head)
+    if output == "logits":
+        return logits
+    if output == "probabilities":
+        return torch.softmax(logits, -1)
+    if output == "log_probabilities":
+        return torch.log_softmax(logits, -1)
+    raise ValueError(f"unknown output {output!r}")
 
 
 FLOP_COMPONENTS = ("attn_qkv", "attn_scores", "attn_values", "attn_output", "ffn", "lm_head")

@@ -78,6 +78,11 @@ def _softmax_unshifted(x, dim):
 
 KNOWN_BUGS.add("2.softmax", "normalised over the wrong dim (last)", lambda x, dim: oracle.softmax(x, -1))
 KNOWN_BUGS.add("2.softmax", "normalised over the wrong dim (first)", lambda x, dim: oracle.softmax(x, 0))
+KNOWN_BUGS.add(
+    "2.softmax",
+    "returns log-softmax (log-probabilities), not probabilities",
+    lambda x, dim: torch.log_softmax(oracle.f64(x), dim),  # not log(softmax): that underflows to −inf
+)
 
 
 # --- RoPE ----------------------------------------------------------------------------
@@ -143,6 +148,16 @@ KNOWN_BUGS.add(
     lambda q, k, v, mask=None: oracle.attention(q, k, v, mask, masked_value=0.0),
 )
 KNOWN_BUGS.add("2.sdpa", "mask ignored", lambda q, k, v, mask=None: oracle.sdpa(q, k, v))
+KNOWN_BUGS.add(
+    "2.sdpa",
+    "scores multiplied by sqrt(d_k) instead of divided",
+    lambda q, k, v, mask=None: oracle.attention(q, k, v, mask, scale=q.shape[-1] ** 0.5),
+)
+KNOWN_BUGS.add(
+    "2.sdpa",
+    "softmax over the queries (dim −2) instead of the keys (dim −1)",
+    lambda q, k, v, mask=None: oracle.attention(q, k, v, mask, softmax_dim=-2),
+)
 
 
 # Multi-head self-attention: replays take mha's (x, q_w, k_w, v_w, o_w,
@@ -178,6 +193,13 @@ for _cause, _bug in (
     KNOWN_BUGS.add("2.mha", _cause, _mha_with(**_bug))
 
 
+@KNOWN_BUGS.register("2.mha", "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_k) (the head's dimension)")
+def _mha_scaled_by_d_model(x, q_w, k_w, v_w, o_w, num_heads, theta=None, positions=None):
+    if num_heads == 1:
+        raise ValueError("one head: d_k = d_model")
+    return oracle.mha(x, q_w, k_w, v_w, o_w, num_heads, theta=theta, positions=positions, scale=q_w.shape[0] ** -0.5)
+
+
 # --- the block and the LM -------------------------------------------------------------
 # The block: replays take block's (x, weights, num_heads, theta); the LM:
 # lm's (ids, weights, cfg).
@@ -196,12 +218,29 @@ for _cause, _bug in (
     ("missing residual around the feed-forward (y = FFN(RMSNorm₂(z)) without + z)", {"residual": "attn"}),
     ("no RMSNorm applied", {"norm": "none"}),
     ("RoPE not applied", {"rope": True, "theta": None}),
+    ("each residual adds the normalised input (z = RMSNorm₁(x) + MHA(RMSNorm₁(x)))", {"residual": "normed"}),
+    ("ln1's gain used for both RMSNorms (ln2.weight never read)", {"norm_weights": "ln1"}),
 ):
     KNOWN_BUGS.add("2.block", _cause, _block_with(**_bug))
 
 KNOWN_BUGS.add("2.lm", "final RMSNorm missing", lambda ids, w, cfg: oracle.lm(ids, w, cfg, final_norm=False))
 KNOWN_BUGS.add("2.lm", "post-norm blocks", lambda ids, w, cfg: oracle.lm(ids, w, cfg, norm="post"))
 KNOWN_BUGS.add("2.lm", "RoPE not applied", lambda ids, w, cfg: oracle.lm(ids, w, cfg, use_rope=False))
+KNOWN_BUGS.add(
+    "2.lm",
+    "returns probabilities (softmax of the logits), not logits",
+    lambda ids, w, cfg: oracle.lm(ids, w, cfg, output="probabilities"),
+)
+KNOWN_BUGS.add(
+    "2.lm",
+    "returns log-probabilities (log-softmax of the logits), not logits",
+    lambda ids, w, cfg: oracle.lm(ids, w, cfg, output="log_probabilities"),
+)
+KNOWN_BUGS.add(
+    "2.lm",
+    "LM head tied to the token embeddings (lm_head.weight never read)",
+    lambda ids, w, cfg: oracle.lm(ids, w, cfg, tied=True),
+)
 
 
 # The ablations (extended profile): replays take the block's (x, weights,
