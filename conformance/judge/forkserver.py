@@ -90,13 +90,10 @@ class ForkServer:
             proc.stdin.write(json.dumps({"argv": command[cut + 2 :], "cwd": str(cwd), "log": str(log)}).encode())
             proc.stdin.write(b"\n")
             proc.stdin.flush()
-            reply = json.loads(proc.stdout.readline() or b"{}")
-        except (OSError, ValueError):
-            reply = {}
-        if not isinstance(reply.get("pid"), int):
+        except OSError:
             self.close()
             return None
-        return reply["pid"]
+        return self._answer("pid")
 
     def judge(self, command: list[str], cwd: Path, env: dict[str, str], log: Path) -> "ForkedJudge | None":
         """A judge forked to run ``command``, or None (start a fresh one instead)."""
@@ -110,14 +107,20 @@ class ForkServer:
             return None
         if not block and not select.select([self._proc.stdout], [], [], 0)[0]:
             return None
+        return self._answer("status")
+
+    def _answer(self, key: str) -> int | None:
+        """The number under ``key`` in the server's next line; None (and the
+        server closed) when the line is not one, or the server is gone."""
+        assert self._proc is not None and self._proc.stdout is not None
         try:
             reply = json.loads(self._proc.stdout.readline() or b"{}")
         except (OSError, ValueError):
             reply = {}
-        if not isinstance(reply.get("status"), int):
+        if not isinstance(reply, dict) or not isinstance(reply.get(key), int):
             self.close()
             return None
-        return reply["status"]
+        return reply[key]
 
     def close(self) -> None:
         if self._proc is not None:
