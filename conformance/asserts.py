@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from lmspec.conformance import near as near_miss
-from lmspec.conformance.hints import UNSURE, confirmed, reporting
+from lmspec.conformance.hints import UNSURE, confirmed, likely_causes, reporting
 from lmspec.conformance.tolerances import Tolerance
 
 # Taken before any implementation under test is imported, so a submission
@@ -129,7 +129,7 @@ def assert_close(
         within = hint_tol or tol
         named += confirmed(_matching_hints(_to64(actual), hints, within), lambda: _matching_again(again, within))
     # The likely cause goes on the first line: reports show only that line.
-    lines = [f"{rule}: {problem}" + "".join(f"; likely cause: {c}" for c in named)]
+    lines = [f"{rule}: {problem}" + likely_causes(named)]
     if near and not named and not problem.startswith("shape") and reporting():
         facts = near_miss.describe(_to64(actual), _to64(expected), tol, near)
         if facts:

@@ -187,3 +187,31 @@ def part_hints(
 def _within(got: torch.Tensor, want: torch.Tensor, tol: Any) -> bool:
     close = (got - want).abs() <= tol.atol + tol.rtol * want.abs()
     return bool((close | (got == want) | (got.isnan() & want.isnan())).all())
+
+
+# --- how causes are written: one, or an ambiguous few -------------------------------
+_CAUSE, _OR = "; likely cause: ", "; or equally: "
+
+
+def likely_causes(causes: Sequence[str]) -> str:
+    """The text a failure's first line ends with: ``; likely cause: A`` for
+    one cause; several (their replays all reproduce the output, on both
+    inputs) are one ambiguous finding, never several certainties:
+    ``; likely cause: A; or equally: B``."""
+    return _CAUSE + _OR.join(causes) if causes else ""
+
+
+def named_causes(message: str) -> list[str]:
+    """The causes a failure message names: after ``; likely cause: `` on a
+    line (:func:`likely_causes`' form), or on a line of its own that starts
+    ``likely cause: `` (BPE training's)."""
+    named = []
+    for line in (message or "").splitlines():
+        if _CAUSE in line:
+            tail = line.split(_CAUSE, 1)[1]
+        elif line.strip().startswith(_CAUSE[2:]):
+            tail = line.strip()[len(_CAUSE) - 2 :]
+        else:
+            continue
+        named += [c.strip() for c in tail.split("; no known bug reproduces it")[0].split(_OR)]
+    return named

@@ -16,6 +16,7 @@ import torch
 from lmspec.conformance.cs336 import test_attention, test_model, test_nn_ops, test_rope
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.nn_bugs import KNOWN_BUGS
+from lmspec.conformance.hints import named_causes
 
 #: (item, cause) -> the inputs that switch needs (its replay raises on others).
 OTHER_INPUTS: dict[tuple[str, str], str] = {
@@ -30,9 +31,7 @@ OTHER_INPUTS: dict[tuple[str, str], str] = {
 def _named(check) -> list[str]:
     with pytest.raises(AssertionError) as failure:
         check()
-    first = str(failure.value).splitlines()[0]
-    named = first.split("; likely cause: ")[1:]
-    return [c.split("; no known bug reproduces it")[0] for c in named]
+    return named_causes(str(failure.value))
 
 
 def _sdpa(replay):

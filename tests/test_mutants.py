@@ -5,7 +5,7 @@ header."""
 
 import pytest
 
-from lmspec.tools.mutants import discover, run_one
+from lmspec.tools.mutants import discover, run_one, undeclared_causes
 
 MUTANTS = discover()
 
@@ -54,6 +54,11 @@ def test_suite_kills_mutant(mutant, judge_server):
     if "never_hinted" in mutant.meta:  # a hint whose bug this is not must stay silent
         named = [h for h in mutant.meta["never_hinted"] for t in outcome.failures if h in t]
         assert not named, f"mutant {mutant.name} was told a wrong likely cause: {named}"
+    wrong = undeclared_causes(mutant, outcome)  # a wrong cause is worse than none
+    assert not wrong, (
+        f"mutant {mutant.name} ({mutant.meta['bug']}) was told causes its header does not declare right "
+        f"('hinted', or 'also_named' for a bug that gives the same outputs): {wrong}"
+    )
     if "costs" in mutant.meta:  # one bug, one item
         assert outcome.must_items == set(mutant.meta["costs"]), (
             f"mutant {mutant.name} ({mutant.meta['bug']}) must cost exactly {sorted(mutant.meta['costs'])}, "

@@ -11,7 +11,10 @@ does not ..."``). One bug, one item: a header ``"costs": [ids]`` names
 exactly the items whose MUST tests the bug may fail (tests/test_mutants.py
 checks that no other item of its ``run`` is lost); ``"never_hinted":
 [causes]`` names likely causes its failures must not show (a hint whose
-bug it is not), ``"hinted": [causes]`` causes one of them must show.
+bug it is not), ``"hinted": [causes]`` causes they must all show; a cause
+they name that the header does not declare (``hinted``, or ``"also_named"``:
+a bug that gives the same outputs) is a wrong one and fails the meta-test.
+``--causes`` counts, per profile, the mutants told their right cause.
 ``python -m tools.mutants`` (``nox -s mutants``) prints both columns per
 spec item, lists survivors and the STRICT-only kills with their reasons; it
 exits 1 if any mutant survives or is caught by STRICT alone without a reason.
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lmspec import ROOT
+from lmspec.conformance.hints import named_causes
 from lmspec.conformance.judge.forkserver import ForkServer
 from lmspec.conformance.judge.launch import run_judge
 from lmspec.conformance.options import Settings
@@ -136,12 +140,53 @@ def run_one(entry: Entry, server: ForkServer | None = None) -> Outcome:
     return Outcome(entry, bool(must), bool(strict), detail, time.perf_counter() - start, items, messages)
 
 
+def undeclared_causes(entry: Entry, outcome: Outcome) -> list[str]:
+    """The causes the failures name that the mutant's header does not declare
+    right (each must contain one of its ``hinted`` or ``also_named``)."""
+    right = [*entry.meta.get("hinted", ()), *entry.meta.get("also_named", ())]
+    named = {c for message in outcome.failures for c in named_causes(message)}
+    return sorted(c for c in named if not any(r in c for r in right))
+
+
+def cause_verdict(entry: Entry, outcome: Outcome) -> str:
+    """``right`` (every declared cause shown, nothing else), ``wrong`` (a cause
+    shown that the header does not declare) or ``none``."""
+    if undeclared_causes(entry, outcome):
+        return "wrong"
+    hinted = entry.meta.get("hinted") or ()
+    shown = hinted and all(any(h in m for m in outcome.failures) for h in hinted)
+    return "right" if shown else "none"
+
+
+def print_causes(outcomes: list[Outcome]) -> None:
+    """Per profile: how many mutants are told their right cause, a wrong one, none (issue 31's measure)."""
+    by_profile: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_profile[str(o.entry.meta.get("profile") or "cs336")].append(o)
+    print(f"{'profile':8s} {'mutants':>8s} {'right':>6s} {'wrong':>6s} {'none':>6s}  right rate")
+    for profile, group in sorted(by_profile.items()):
+        verdicts = [cause_verdict(o.entry, o) for o in group]
+        right = verdicts.count("right")
+        print(
+            f"{profile:8s} {len(group):8d} {right:6d} {verdicts.count('wrong'):6d} {verdicts.count('none'):6d}  "
+            f"{right / len(group):5.0%}"
+        )
+    for o in outcomes:
+        verdict = cause_verdict(o.entry, o)
+        if verdict != "right":
+            named = sorted({c for m in o.failures for c in named_causes(m)})
+            print(f"{verdict.upper():5s} {o.entry.name} ({o.entry.meta['bug']}): named {named or 'nothing'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="lmspec mutants", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("names", nargs="*", help="mutant file stems to run (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--causes", action="store_true", help="also print, per profile, how many are told their right likely cause"
+    )
     args = parser.parse_args(argv)
     if not MUTANTS_DIR.is_dir():
         print(
@@ -196,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"UNSCORED ONLY {o.entry.name} ({o.entry.meta['bug']}): {why or 'NO REASON GIVEN'}")
         if not why:
             unexplained.append(o)
+    if args.causes:
+        print_causes(outcomes)
     survivors = [o for o in outcomes if not o.killed and not o.strict_killed]
     for o in survivors:
         print(f"SURVIVOR {o.entry.name} ({o.entry.meta['spec']}: {o.entry.meta['bug']}): {o.detail}")

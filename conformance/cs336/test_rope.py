@@ -127,8 +127,7 @@ def test_rope_rotates_adjacent_pairs(run_rope, device, d_half, position):
         )
         raise AssertionError(
             f"RoPE must rotate adjacent pairs (2k, 2k+1): input e_{i} at position {position} "
-            f"leaks into element {j} (value {out[i, 0, j].item():.4g}), d_k={d_k}"
-            + "".join(f"; likely cause: {c}" for c in causes)
+            f"leaks into element {j} (value {out[i, 0, j].item():.4g}), d_k={d_k}" + hints.likely_causes(causes)
         )
     assert_close(
         out,

@@ -13,7 +13,7 @@ import torch
 from lmspec.conformance.asserts import assert_equal, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
-from lmspec.conformance.hints import confirmed, other
+from lmspec.conformance.hints import confirmed, likely_causes, other
 
 pytestmark = pytest.mark.spec("encdec.masks")
 SEEDS = [0, 1, 2]
@@ -72,10 +72,7 @@ def test_source_mask(run_source_mask, seed, pad_id):
             _causes("source", run, src, pad_id, "all", got), _second_causes("source", run, src, pad_id, "all")
         )
         if causes:
-            raise AssertionError(
-                "source mask: True must mean 'may attend' (a real token)"
-                + "".join(f"; likely cause: {why}" for why in causes)
-            )
+            raise AssertionError("source mask: True must mean 'may attend' (a real token)" + likely_causes(causes))
     assert_equal(got, expected, rule="source mask = src != pad_id", context=f"src={src.tolist()}, pad_id={pad_id}")
 
 
@@ -97,7 +94,7 @@ def _check_target(run_target_mask, seed: int, pad_id: int, rows: str) -> None:
     raise AssertionError(
         f"target mask = (tgt != pad_id) on keys AND j ≤ i: at batch {b}, query {i}, key {j} got "
         f"{bool(got[b, i, j])}, expected {bool(expected[b, i, j])}"
-        + "".join(f"; likely cause: {why}" for why in causes)
+        + likely_causes(causes)
         + f"\n  input: tgt={tgt.tolist()}, pad_id={pad_id}"
     )
 

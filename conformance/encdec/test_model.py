@@ -26,7 +26,7 @@ from lmspec.conformance.encdec.conventions import (  # noqa: F401  (fixture)
     without_attention_bias,
 )
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
-from lmspec.conformance.hints import confirmed, other
+from lmspec.conformance.hints import confirmed, likely_causes, other
 
 SIZES = [c.Sizes(17, 19, 16, 2, 4, 32), c.Sizes(13, 11, 12, 1, 2, 24)]
 SEEDS = [0, 1]
@@ -235,7 +235,7 @@ def test_greedy_stops_at_end_id(run_greedy_decode, conventions, seed):  # noqa: 
     assert_equal(
         out.tolist(),
         expected.tolist(),
-        rule=f"greedy decoding with end_id={end}" + "".join(f"; likely cause: {why}" for why in causes),
+        rule=f"greedy decoding with end_id={end}" + likely_causes(causes),
         context=f"src {src.tolist()}, max_len 7",
     )
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lmspec.conformance.asserts import Again, Hint, assert_equal
-from lmspec.conformance.hints import UNSURE, confirmed, reporting
+from lmspec.conformance.hints import UNSURE, confirmed, likely_causes, reporting
 
 
 def reproduced(observed: Any, bugs: Sequence[Hint]) -> list[str]:
@@ -46,5 +46,5 @@ def assert_equal_explained(
         seen = actual if observed is None else observed
         causes = confirmed(reproduced(seen, hints), lambda: reproduced(*again())) if hints and reporting() else []
         lines = str(exc).split("\n")
-        lines[0] += "".join(f"; likely cause: {c}" for c in causes)
+        lines[0] += likely_causes(causes)
         raise AssertionError("\n".join(lines)) from None

@@ -14,7 +14,7 @@ from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.gpt2.checks import assert_equal_explained
 from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
-from lmspec.conformance.hints import confirmed, other
+from lmspec.conformance.hints import confirmed, likely_causes, other
 
 strict = pytest.mark.strict
 
@@ -211,7 +211,7 @@ def test_generate_samples_follow_the_filtered_distribution(gpt2_generate_draws, 
     top = sorted(range(vocab), key=lambda i: -float(probs[i]))[:6]
     raise AssertionError(
         f"sampled ids do not follow softmax(top_k(logits) / T) with T={temperature}, top_k {top_k}: {problem}"
-        + "".join(f"; likely cause: {c}" for c in causes)
+        + likely_causes(causes)
         + f"\n  most likely ids {top}: expected {[round(float(probs[i]) * DRAWS, 1) for i in top]} draws, "
         f"got {[counts[i] for i in top]} (prompt {prompt})"
     )
