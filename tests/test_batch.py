@@ -302,3 +302,60 @@ def test_an_interrupted_batch_stops_its_gradings(tmp_path: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _batch_of_two(tmp_path: Path) -> Path:
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "adapters.py").write_text(GOOD)
+    (subs / "bob.py").write_text(GOOD)
+    return subs
+
+
+def test_batch_out_inside_a_submission_is_a_usage_error(tmp_path: Path) -> None:
+    """A batch reads its --out back (an unchanged submission keeps its earlier
+    results.json), so a results.json a student planted there with the right
+    content hash would be a grade nobody graded: ``--out`` inside a
+    submission is a one-line usage error (exit 2); nothing is graded or written."""
+    subs = _batch_of_two(tmp_path)
+    env = _env(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmspec", "grade", "--batch", str(subs), "--out", str(subs / "alice" / "grades")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"lmspec grade: error: --out {subs}/alice/grades: inside the submission 'alice'; "
+        "choose a folder outside the submissions (see lmspec grade --help)\n"
+    )
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("where", ["the-batch", "deep-in-a-submission", "in-a-file-submission", "above-the-batch"])
+def test_batch_out_that_a_submission_could_write_is_refused(tmp_path: Path, where: str) -> None:
+    """The batch folder itself, a folder deep in a submission, one named after a single-file
+    submission's folder and one above the batch are refused too."""
+    from lmspec.tools.grade.outputs import OutError, claim_batch_out
+
+    subs = _batch_of_two(tmp_path)
+    out = {
+        "the-batch": subs,
+        "deep-in-a-submission": subs / "alice" / "a" / "b",
+        "in-a-file-submission": subs / "bob.py" / "x",
+        "above-the-batch": tmp_path,
+    }[where]
+    with pytest.raises(OutError, match=r"^--out "):
+        claim_batch_out(out, subs)
+
+
+def test_batch_out_beside_the_submissions_is_taken(tmp_path: Path) -> None:
+    """A folder of the batch named like no submission (``_grades``) is fine, as is one elsewhere."""
+    from lmspec.tools.grade.outputs import claim_batch_out
+
+    subs = _batch_of_two(tmp_path)
+    for out in (subs / "_grades", tmp_path / "grades"):
+        claim_batch_out(out, subs)

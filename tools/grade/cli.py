@@ -28,7 +28,7 @@ from lmspec.conformance.plain import plain
 from lmspec.conformance.target import Target, TargetError, resolve
 from lmspec.tools.grade.batch import find_submissions, grade_batch
 from lmspec.tools.grade.grading import NotGraded, grade
-from lmspec.tools.grade.outputs import FILES, OutError, claim_out, write_outputs, write_spec_page
+from lmspec.tools.grade.outputs import FILES, OutError, claim_batch_out, claim_out, write_outputs, write_spec_page
 from lmspec.tools.grade.points import PointsFileError, PointsTable, load_points
 from lmspec.tools.grade.report import render_table, render_timings
 from lmspec.tools.grade.results import parse_chapters
@@ -194,11 +194,13 @@ def _check_args(args: argparse.Namespace) -> tuple[list[str], PointsTable, Targe
         points = load_points(args.points, target.profile if target else args.profile)
     except PointsFileError as exc:
         raise UsageError(str(exc)) from exc
-    if target is not None:
-        try:
+    try:
+        if target is not None:
             claim_out(Path(args.out), target.root)
-        except OutError as exc:
-            raise UsageError(str(exc)) from exc
+        elif args.batch:
+            claim_batch_out(Path(args.out), Path(args.batch))
+    except OutError as exc:
+        raise UsageError(str(exc)) from exc
     return formats, points, target
 
 

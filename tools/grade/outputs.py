@@ -75,6 +75,24 @@ def claim_out(out: Path, graded: Path | None) -> None:
     where.mkdir(parents=True, exist_ok=True)
 
 
+def claim_batch_out(out: Path, folder: Path) -> None:
+    """A batch's ``out`` reads back earlier results (an unchanged submission is
+    not graded again), so no submission may be able to write into it:
+    refused when it is the batch folder, lies inside one of its submissions,
+    or holds the batch folder. (A folder of ``folder`` whose name starts with
+    ``.`` or ``_`` is no submission: ``--out batch/_grades`` is fine.)"""
+    from lmspec.tools.grade.batch import find_submissions
+
+    where, batch = out.resolve(), folder.resolve()
+    if where == batch or batch.is_relative_to(where):
+        raise OutError(f"--out {out}: that folder holds the batch; choose a folder outside it")
+    for sub in find_submissions(batch):
+        if where.is_relative_to(sub.path.resolve()):
+            raise OutError(f"--out {out}: inside the submission {sub.name!r}; choose a folder outside the submissions")
+    if where.exists() and not where.is_dir():
+        raise OutError(f"--out {out}: not a folder")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # never fails on a name (issue 32)
