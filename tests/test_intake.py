@@ -195,6 +195,21 @@ def test_missing_modules_are_placeholders_that_fail_only_when_used(tmp_path: Pat
     ]
 
 
+def test_a_misspelled_module_of_the_submissions_own_is_named_with_its_likely_spelling(tmp_path: Path) -> None:
+    """``import my_utilz`` beside my_utils.py: a typo, not a package to install; the message names the file meant."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "my_utils.py").write_text("def smooth(xs):\n    return xs\n")
+    (repo / "mine.py").write_text("import my_utilz\n\ndef plot_losses(xs):\n    return my_utilz.smooth(xs)\n")
+    info = _load(repo / "mine.py", repo, tmp_path)
+    assert info["intake"]["placeholders"] == {"my_utilz": "mine.py:1"}, info
+    assert info["used"] == (
+        "ModuleNotFoundError: my_utilz is not installed where lmspec ran, nor a module of the submission (No "
+        "module named 'my_utilz'; did you mean my_utils?): my_utilz.smooth was bound to a placeholder, and using "
+        "it fails"
+    )
+
+
 def test_an_import_with_a_fallback_of_its_own_gets_no_placeholder(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -16,6 +16,7 @@ never given a placeholder.
 """
 
 import ast
+import difflib
 import importlib.abc
 import importlib.machinery
 import linecache
@@ -28,10 +29,16 @@ from typing import Any
 _CATCHES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
+#: missing top-level module -> the submission's own module whose name is close to it (a misspelled import)
+_NEAR: dict[str, str] = {}
+
+
 def not_installed(module: str, used: str) -> ModuleNotFoundError:
+    near = _NEAR.get(module)
+    typo = f", nor a module of the submission (No module named '{module}'; did you mean {near}?)" if near else ""
     exc = ModuleNotFoundError(
-        f"{module} is not installed where lmspec ran (No module named '{module}'): {used} was bound to a "
-        f"placeholder, and using it fails"
+        f"{module} is not installed where lmspec ran{typo or f' (No module named {module!r})'}: {used} was bound "
+        f"to a placeholder, and using it fails"
     )
     exc.name = module
     return exc
@@ -100,6 +107,9 @@ class MissingModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             except ValueError:
                 shown = filename
             self.bound[top] = f"{shown}:{line}"
+            near = _close_module(top, {self.root, Path(filename).resolve().parent})
+            if near:
+                _NEAR[top] = near
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec: Any) -> types.ModuleType:
@@ -144,6 +154,21 @@ class MissingModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                     spans.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
             self._guards[filename] = spans
         return any(start <= line <= end for start, end in self._guards[filename])
+
+
+def _close_module(name: str, folders: set[Path]) -> str | None:
+    """A module of the submission (``x.py`` or a package ``x/``, in ``folders``) whose name is close to ``name``."""
+    local = set()
+    for folder in folders:
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        local |= {e.stem for e in entries if e.suffix == ".py"} | {
+            e.name for e in entries if (e / "__init__.py").is_file()
+        }
+    close = difflib.get_close_matches(name, sorted(local - {name}), n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def _catches_import(handler: ast.ExceptHandler) -> bool:
