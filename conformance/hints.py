@@ -35,6 +35,7 @@ alike on two tokens). Tests that compare in another way keep only the causes
 :func:`confirmed` confirms and pass them as ``causes=``.
 """
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -116,7 +117,11 @@ def reporting() -> bool:
     """False while Hypothesis searches for and shrinks a failing example: it
     throws those runs' messages away and reports the final run's, so hints,
     which replay bugs and run the implementation on a second input, are
-    worked out on the final run alone."""
+    worked out on the final run alone. False too where the judge's
+    environment sets ``LMSPEC_HINTS=off``: ``python -m tools.bench.hints``
+    measures what hints cost that way (never set by a grading)."""
+    if os.environ.get("LMSPEC_HINTS") == "off":
+        return False
     return not currently_in_test_context() or current_build_context().is_final
 
 

@@ -127,6 +127,26 @@ def test_a_cause_is_named_when_its_replay_reproduces_both_inputs():
     assert "likely cause: doubled" in message and "negated" not in message
 
 
+def test_several_confirmed_causes_are_one_ambiguous_finding():
+    """Two bugs that give the same outputs on both inputs: one finding, 'A; or equally: B', never two certainties."""
+    x, y = torch.tensor([1.0, 2.0]), torch.tensor([3.0, -1.0])
+
+    def alike(t: torch.Tensor) -> list:
+        return [("doubled", lambda: 2 * t), ("added to itself", lambda: t + t)]
+
+    message = _fail_message(2 * x, x, alike(x), lambda: (2 * y, alike(y)))
+    assert message.splitlines()[0].endswith("; likely cause: doubled; or equally: added to itself"), message
+    assert hints.named_causes(message) == ["doubled", "added to itself"]
+
+
+def test_hints_off_in_the_judges_environment_names_nothing(monkeypatch):
+    """LMSPEC_HINTS=off (tools/bench/hints.py, what hints cost) leaves the failure without a cause."""
+    x, y = torch.tensor([1.0, 2.0]), torch.tensor([3.0, -1.0])
+    monkeypatch.setenv("LMSPEC_HINTS", "off")
+    message = _fail_message(2 * x, x, _doubled(x), lambda: (2 * y, _doubled(y)))
+    assert message.startswith("r: ") and "likely cause" not in message
+
+
 def test_a_cause_the_second_input_does_not_reproduce_is_not_named():
     """On x = [0, 0] doubling and negating give the same wrong output: the
     second input tells them apart, and neither matches an implementation
