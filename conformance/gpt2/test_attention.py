@@ -34,12 +34,13 @@ def _call(fn, case, dropout=0.1, train=False, seed=None, x=None, weights=None):
     )
 
 
-#: Second inputs (conformance/hints.py): 5 to 7 tokens and 2 or 4 heads of
-#: width 4, where no mask, the diagonal off by one either way and interleaved
-#: heads all give different outputs (on 2 tokens no mask and triu(diagonal=2)
-#: agree; with one head the interleaved split is the contiguous one).
-SECOND_SQUARE = (sg.fixed_mha(11, 8, 8, 2, 8, 6, 2, True), sg.fixed_mha(12, 16, 16, 4, 10, 7, 1, False))
-SECOND_D_IN_D_OUT = (sg.fixed_mha(13, 6, 8, 2, 8, 5, 2, True), sg.fixed_mha(14, 12, 16, 4, 10, 7, 1, False))
+#: Second inputs (conformance/hints.py): 5 to 7 tokens and 2 or 3 heads of
+#: width 4, where no mask, the diagonal off by one either way, interleaved
+#: heads and each divisor of the scores all give different outputs (on 2
+#: tokens no mask and triu(diagonal=2) agree; with one head the interleaved
+#: split is the contiguous one; with 4 heads of 4, sqrt(d_out) is head_dim).
+SECOND_SQUARE = (sg.fixed_mha(11, 8, 8, 2, 8, 6, 2, True), sg.fixed_mha(12, 12, 12, 3, 10, 7, 1, False))
+SECOND_D_IN_D_OUT = (sg.fixed_mha(13, 6, 8, 2, 8, 5, 2, True), sg.fixed_mha(14, 8, 12, 3, 10, 7, 1, False))
 
 
 def _observed(fn, case):

@@ -28,15 +28,17 @@ def _block_case(case: sg.ModelCase) -> tuple[dict, dict, torch.Tensor]:
 
 
 def _block_observed(run, impl, block_case):
-    """The implementation's block, and the oracle's block with each of the
-    implementation's parts swapped in (a failure its failing part explains)."""
+    """The implementation's block, the block's known bugs replayed, and the
+    oracle's block with each of the implementation's parts swapped in (a
+    failure its failing part explains)."""
     c, w, x = block_case
 
     def composite(**kw):
         return o.block(x, w, c["n_heads"], **kw)
 
     out = run(cfg=c, weights=w, in_features=x)
-    return out, hints.part_hints(swaps(impl, c, "gpt2.block", composite), composite, TOL)
+    bugs = KNOWN_BUGS.thunks("gpt2.block", x, w, c["n_heads"])
+    return out, bugs + hints.part_hints(swaps(impl, c, "gpt2.block", composite), composite, TOL)
 
 
 @sg.budget(6)
