@@ -74,7 +74,17 @@ def _feedforward(replay):
 
 def _mha(replay):
     def run(d_in, d_out, context_length, dropout, num_heads, qkv_bias, weights, in_features, train, seed):
+        assert not train
         return _f32(replay(in_features, weights, num_heads))
+
+    seconds = test_attention.SECOND_SQUARE
+    return lambda: test_attention._check(run, seconds[0], seconds)
+
+
+def _mha_eval(replay):
+    def run(d_in, d_out, context_length, dropout, num_heads, qkv_bias, weights, in_features, train, seed):
+        assert not train
+        return _f32(replay(in_features, weights, num_heads, dropout, seed))
 
     seconds = test_attention.SECOND_SQUARE
     return lambda: test_attention._check(run, seconds[0], seconds)
@@ -89,7 +99,7 @@ def _block(replay):
 
 
 def _model(replay):
-    def run(cfg, weights, in_idx):
+    def run(cfg, weights, in_idx, seed):
         return _f32(replay(in_idx, weights, cfg))
 
     case = test_model.SECOND_MODELS[0]
@@ -166,6 +176,14 @@ def _load_weights(replay):
     return lambda: test_load_weights.test_loaded_logits_agree_with_transformers.hypothesis.inner_test(run, hf, 7, 9)
 
 
+def _model_eval(replay):
+    def run(cfg, weights, in_idx, seed):
+        return _f32(replay(in_idx, weights, cfg, seed))
+
+    case = test_model.SECOND_MODELS[0]
+    return lambda: test_model.test_model_logits_match_float64.hypothesis.inner_test(run, None, case)
+
+
 CHECKS = {
     "gpt2.layernorm": _layernorm,
     "gpt2.layernorm/eps": _layernorm_eps,
@@ -173,8 +191,10 @@ CHECKS = {
     "gpt2.gelu": _gelu,
     "gpt2.feedforward": _feedforward,
     "gpt2.mha": _mha,
+    "gpt2.mha/eval": _mha_eval,
     "gpt2.block": _block,
     "gpt2.model": _model,
+    "gpt2.model/eval": _model_eval,
     "gpt2.loss": _loss,
     "gpt2.dataset": None,  # needs the fixture vocabulary: built in the test
     "gpt2.generate_simple": _generate_simple,

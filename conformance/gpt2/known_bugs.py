@@ -157,18 +157,21 @@ def _attention(
     sources: tuple[str, str, str] = ("W_query", "W_key", "W_value"),
     merge_transposed: bool = True,
     out_bias: bool = True,
+    dropped=None,
 ) -> torch.Tensor:
     """The book's attention with its degrees of freedom as switches: the mask
     ``triu(ones, diagonal)`` filled with -inf (1 is right; with 0 the first
     position's row is all -inf: NaN, as the book's code gives), the scores'
     divisor (of head_dim and d_out), the projection each of query, key and
     value is made with, the heads merged with or without the transpose back
-    to (tokens, heads), out_proj's bias."""
+    to (tokens, heads), out_proj's bias; ``dropped(shape)``: the factors a
+    dropout left active multiplies the attention weights by."""
     q, k, v = (o.split_heads(o.linear(x, w, f"{n}."), heads) for n in sources)
     t, head_dim = q.shape[-2], q.shape[-1]
     scores = q @ k.transpose(-2, -1) / divisor(head_dim, head_dim * heads)
     scores = scores.masked_fill(torch.ones(t, t).triu(diagonal).bool(), -math.inf)
-    ctx = torch.softmax(scores, -1) @ v
+    weights = torch.softmax(scores, -1)
+    ctx = (weights if dropped is None else weights * dropped(weights.shape)) @ v
     merged = o.merge_heads(ctx) if merge_transposed else ctx.reshape(*ctx.shape[:-3], t, heads * head_dim)
     w = dict(w)
     if not out_bias:
@@ -209,6 +212,27 @@ KNOWN_BUGS.add(
     lambda x, w, heads: _attention(x, w, heads, merge_transposed=False),
 )
 KNOWN_BUGS.add("gpt2.mha", "out_proj without its bias", lambda x, w, heads: _attention(x, w, heads, out_bias=False))
+
+
+def _dropout_factors(p: float, seed: int):
+    """shape -> what ``F.dropout(t, p, training=True)`` multiplies a float32 ``t``
+    of that shape by when it is the first draw after ``torch.manual_seed(seed)``:
+    0 or 1/(1 − p) (the same generator, seeded alike, draws the same mask)."""
+
+    def factors(shape) -> torch.Tensor:
+        kept = torch.empty(tuple(shape)).bernoulli_(1 - p, generator=torch.Generator().manual_seed(seed))
+        return kept.to(o.F64) / (1 - p)
+
+    return factors
+
+
+# eval mode with a seed (x, weights, heads, dropout p, seed): a dropout that ignores
+# the mode draws its mask from the seed the implementation was called with
+KNOWN_BUGS.add(
+    "gpt2.mha/eval",
+    "dropout on the attention weights active in eval mode (F.dropout(training=True), or the training flag ignored)",
+    lambda x, w, heads, p, seed: _attention(x, w, heads, dropped=_dropout_factors(p, seed)),
+)
 
 
 # --- the block: (x, weights, heads) ---------------------------------------------------------
@@ -272,6 +296,11 @@ KNOWN_BUGS.add(
 )
 KNOWN_BUGS.add(
     "gpt2.model", "final_norm skipped before out_head", lambda ids, w, c: o.model(ids, w, c, final_norm=False)
+)
+KNOWN_BUGS.add(
+    "gpt2.model/eval",
+    "the embeddings' dropout active in eval mode (F.dropout(training=True), or the training flag ignored)",
+    lambda ids, w, c, seed: o.model(ids, w, c, embedded=lambda x: x * _dropout_factors(c["drop_rate"], seed)(x.shape)),
 )
 for _kept, _lost in (("out_head", "tok_emb"), ("tok_emb", "out_head")):
     KNOWN_BUGS.add(

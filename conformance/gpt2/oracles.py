@@ -150,11 +150,15 @@ def model(
     *,
     parts: Parts = {},  # noqa: B006 (read only)
     final_norm: bool = True,
+    embedded=None,
 ) -> torch.Tensor:
-    """The logits (``final_norm=False``: out_head straight on the last block's output, a known bug)."""
+    """The logits (``final_norm=False``: out_head straight on the last block's
+    output; ``embedded``: a function applied to the summed embeddings; known bugs)."""
     t = ids.shape[-1]
     pos = torch.arange(t) if positions is None else positions
     x = f64(w["tok_emb.weight"])[ids] + f64(w["pos_emb.weight"])[pos]
+    if embedded is not None:
+        x = embedded(x)
     for i in range(c["n_layers"]):
         if "block" in parts:
             x = f64(parts["block"](x, sub(w, f"trf_blocks.{i}."), c["n_heads"]))
