@@ -176,6 +176,14 @@ def _load_weights(replay):
     return lambda: test_load_weights.test_loaded_logits_agree_with_transformers.hypothesis.inner_test(run, hf, 7, 9)
 
 
+def _mha_train(replay):
+    def run(d_in, d_out, context_length, dropout, num_heads, qkv_bias, weights, in_features, train, seed):
+        assert train
+        return _f32(replay(in_features, weights, num_heads, dropout, seed))
+
+    return lambda: test_attention.test_mha_dropout_acts_on_attention_weights(run)
+
+
 def _model_eval(replay):
     def run(cfg, weights, in_idx, seed):
         return _f32(replay(in_idx, weights, cfg, seed))
@@ -192,6 +200,7 @@ CHECKS = {
     "gpt2.feedforward": _feedforward,
     "gpt2.mha": _mha,
     "gpt2.mha/eval": _mha_eval,
+    "gpt2.mha/train": _mha_train,
     "gpt2.block": _block,
     "gpt2.model": _model,
     "gpt2.model/eval": _model_eval,

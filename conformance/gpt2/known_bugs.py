@@ -158,6 +158,7 @@ def _attention(
     merge_transposed: bool = True,
     out_bias: bool = True,
     dropped=None,
+    scores_dropped=None,
 ) -> torch.Tensor:
     """The book's attention with its degrees of freedom as switches: the mask
     ``triu(ones, diagonal)`` filled with -inf (1 is right; with 0 the first
@@ -165,11 +166,14 @@ def _attention(
     divisor (of head_dim and d_out), the projection each of query, key and
     value is made with, the heads merged with or without the transpose back
     to (tokens, heads), out_proj's bias; ``dropped(shape)``: the factors a
-    dropout left active multiplies the attention weights by."""
+    dropout left active multiplies the attention weights by (``scores_dropped``:
+    the masked scores, before the softmax)."""
     q, k, v = (o.split_heads(o.linear(x, w, f"{n}."), heads) for n in sources)
     t, head_dim = q.shape[-2], q.shape[-1]
     scores = q @ k.transpose(-2, -1) / divisor(head_dim, head_dim * heads)
     scores = scores.masked_fill(torch.ones(t, t).triu(diagonal).bool(), -math.inf)
+    if scores_dropped is not None:  # -inf·0 is NaN, as in float32
+        scores = scores * scores_dropped(scores.shape)
     weights = torch.softmax(scores, -1)
     ctx = (weights if dropped is None else weights * dropped(weights.shape)) @ v
     merged = o.merge_heads(ctx) if merge_transposed else ctx.reshape(*ctx.shape[:-3], t, heads * head_dim)
@@ -228,6 +232,13 @@ def _dropout_factors(p: float, seed: int):
 
 # eval mode with a seed (x, weights, heads, dropout p, seed): a dropout that ignores
 # the mode draws its mask from the seed the implementation was called with
+# training mode (x, weights, heads, dropout p, seed), checked where dropout acts (STRICT)
+KNOWN_BUGS.add(
+    "gpt2.mha/train",
+    "dropout on the masked scores before the softmax instead of on the attention weights",
+    lambda x, w, heads, p, seed: _attention(x, w, heads, scores_dropped=_dropout_factors(p, seed)),
+)
+KNOWN_BUGS.add("gpt2.mha/train", "no dropout in training mode", lambda x, w, heads, p, seed: _attention(x, w, heads))
 KNOWN_BUGS.add(
     "gpt2.mha/eval",
     "dropout on the attention weights active in eval mode (F.dropout(training=True), or the training flag ignored)",
