@@ -10,7 +10,6 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "out_proj built with bias=False (the GPT-2 checkpoint has c_proj.b)",
     "run": ["gpt2.mha"],
-    "hinted": ["out_proj without its bias"],
 }
 
 
