@@ -56,6 +56,8 @@ def _second_inputs(fixtures_dir):
     for case in test_attention.SECOND_SQUARE + test_attention.SECOND_D_IN_D_OUT:
         args = (case.x, case.weights, case.heads)
         yield "mha", "gpt2.mha", args, o.mha(*args), test_attention.TOL
+        eval_args = (*args, test_attention.DROPOUT, test_attention.SEED)
+        yield "mha, dropout in eval", "gpt2.mha/eval", eval_args, o.mha(*args), test_attention.TOL
     for x, w in test_layers.SECOND_LN:
         yield "layernorm", "gpt2.layernorm", (x, w), o.layernorm(x, w), test_layers.TOL
     for x, w in test_layers.SECOND_SMALL:  # near-constant rows (STRICT): the epsilon's placement shows
@@ -68,6 +70,7 @@ def _second_inputs(fixtures_dir):
     for case in test_model.SECOND_MODELS:
         args = (case.ids, case.weights, case.cfg)
         yield "model", "gpt2.model", args, o.model(*args), test_model.TOL
+        yield "model, dropout in eval", "gpt2.model/eval", (*args, test_model.SEED), o.model(*args), test_model.TOL
     for seed, n, num in test_loss.SECOND_LOADERS:
         scored = test_loss._setup(seed, n, seed + 1)[-1]
         yield "loss loader", "gpt2.loss", (scored, num), o.loader_loss(scored, num), test_loss.TOL
@@ -168,3 +171,27 @@ def test_a_replay_that_gives_nan_where_the_bug_does_is_named():
             hints=bugs,
             again=lambda: observed(second),
         )
+
+
+def test_a_refused_end_of_text_is_put_down_to_allowed_special(fixtures_dir):
+    """A dataset that encodes without allowed_special raises tiktoken's refusal
+    on both texts holding <|endoftext|>, as the replay does: that cause, and
+    no other; a dataset that raises something else is told none."""
+    from lmspec.conformance.hints import named_causes
+
+    encoding = o.gpt2_encoding(fixtures_dir / "gpt2_vocab.json")
+
+    def refusing(txt, max_length, stride):
+        ids = encoding.encode(txt)  # the switch: no allowed_special
+        return {"inputs": [ids[:max_length]], "targets": [ids[1 : max_length + 1]]}
+
+    def failing(txt, max_length, stride):
+        raise ValueError("the windows could not be made")
+
+    messages = []
+    for run in (refusing, failing):
+        with pytest.raises(AssertionError) as failure:
+            test_data.test_dataset_encodes_end_of_text(run, encoding)
+        messages.append(str(failure.value))
+    assert named_causes(messages[0]) == [test_data.NOT_ALLOWED]
+    assert named_causes(messages[1]) == []

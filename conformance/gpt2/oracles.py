@@ -149,17 +149,25 @@ def model(
     positions: torch.Tensor | None = None,
     *,
     parts: Parts = {},  # noqa: B006 (read only)
+    final_norm: bool = True,
+    embedded=None,
 ) -> torch.Tensor:
+    """The logits (``final_norm=False``: out_head straight on the last block's
+    output; ``embedded``: a function applied to the summed embeddings; known bugs)."""
     t = ids.shape[-1]
     pos = torch.arange(t) if positions is None else positions
     x = f64(w["tok_emb.weight"])[ids] + f64(w["pos_emb.weight"])[pos]
+    if embedded is not None:
+        x = embedded(x)
     for i in range(c["n_layers"]):
         if "block" in parts:
             x = f64(parts["block"](x, sub(w, f"trf_blocks.{i}."), c["n_heads"]))
         else:
             x = block(x, sub(w, f"trf_blocks.{i}."), c["n_heads"], parts=parts)
     norm = parts.get("layernorm", layernorm)
-    return linear(f64(norm(x, sub(w, "final_norm."))), {"weight": w["out_head.weight"]})
+    if final_norm:
+        x = f64(norm(x, sub(w, "final_norm.")))
+    return linear(x, {"weight": w["out_head.weight"]})
 
 
 def loss(logits: torch.Tensor, targets: torch.Tensor) -> float:
@@ -178,13 +186,16 @@ def next_logits(ids: list[int], w, c) -> torch.Tensor:
     return model(torch.tensor([ids[-c["context_length"] :]]), w, c)[0, -1]
 
 
-def greedy(prompt: list[int], steps: int, w, c, context_size: int, *, first_ids: bool = False) -> list[int]:
+def greedy(
+    prompt: list[int], steps: int, w, c, context_size: int, *, first_ids: bool = False, position: int = -1
+) -> list[int]:
     """``generate_text_simple`` on one row (``first_ids``: the model is given
-    the first ``context_size`` ids instead of the last, a known bug)."""
+    the first ``context_size`` ids instead of the last; ``position``: the
+    logits read there instead of at the last position; known bugs)."""
     ids = list(prompt)
     for _ in range(steps):
         window = ids[:context_size] if first_ids else ids[-context_size:]
-        ids.append(int(model(torch.tensor([window]), w, c)[0, -1].argmax()))
+        ids.append(int(model(torch.tensor([window]), w, c)[0, position].argmax()))
     return ids
 
 
@@ -309,11 +320,11 @@ def hf_logits(hf: Any, ids: torch.Tensor) -> torch.Tensor:
 
 
 def book_weights_from_checkpoint(
-    params: Mapping[str, Any], c: Mapping[str, Any], *, qkv_order=(0, 1, 2), attn_transposed=True
+    params: Mapping[str, Any], c: Mapping[str, Any], *, qkv_order=(0, 1, 2), attn_transposed=True, norms_swapped=False
 ):
     """The book's state dict from the checkpoint layout: a replay of
-    ``load_weights_into_gpt`` with the split order and the transposition as
-    parameters (the hints' replays of the two usual bugs)."""
+    ``load_weights_into_gpt`` with the split order, the transposition and
+    which of ln_1, ln_2 goes to norm1 as parameters (the hints' replays)."""
 
     def t(m: Any) -> torch.Tensor:
         return torch.as_tensor(m).T
@@ -333,7 +344,8 @@ def book_weights_from_checkpoint(
         ):
             out[f"{p}{dst}.weight"] = t(src["w"])
             out[f"{p}{dst}.bias"] = torch.as_tensor(src["b"])
-        for dst, src in (("norm1", b["ln_1"]), ("norm2", b["ln_2"])):
+        lns = (b["ln_2"], b["ln_1"]) if norms_swapped else (b["ln_1"], b["ln_2"])
+        for dst, src in zip(("norm1", "norm2"), lns, strict=True):
             out[f"{p}{dst}.scale"] = torch.as_tensor(src["g"])
             out[f"{p}{dst}.shift"] = torch.as_tensor(src["b"])
     out["final_norm.scale"] = torch.as_tensor(params["g"])

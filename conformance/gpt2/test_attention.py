@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lmspec.conformance import tolerances
-from lmspec.conformance.asserts import assert_close, assert_shape
+from lmspec.conformance.asserts import assert_close, assert_shape, describe_mismatch
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import strategies as sg
 from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
-from lmspec.conformance.hints import other
+from lmspec.conformance.hints import UNSURE, confirmed, likely_causes, other
 from lmspec.conformance.tolerances import Tolerance
 
 TOL = tolerances.GPT2_MHA_F32
@@ -34,17 +34,25 @@ def _call(fn, case, dropout=0.1, train=False, seed=None, x=None, weights=None):
     )
 
 
-#: Second inputs (conformance/hints.py): 5 to 7 tokens and 2 or 4 heads of
-#: width 4, where no mask, the diagonal off by one either way and interleaved
-#: heads all give different outputs (on 2 tokens no mask and triu(diagonal=2)
-#: agree; with one head the interleaved split is the contiguous one).
-SECOND_SQUARE = (sg.fixed_mha(11, 8, 8, 2, 8, 6, 2, True), sg.fixed_mha(12, 16, 16, 4, 10, 7, 1, False))
-SECOND_D_IN_D_OUT = (sg.fixed_mha(13, 6, 8, 2, 8, 5, 2, True), sg.fixed_mha(14, 12, 16, 4, 10, 7, 1, False))
+#: Second inputs (conformance/hints.py): 5 to 7 tokens and 2 or 3 heads of
+#: width 4, where no mask, the diagonal off by one either way, interleaved
+#: heads and each divisor of the scores all give different outputs (on 2
+#: tokens no mask and triu(diagonal=2) agree; with one head the interleaved
+#: split is the contiguous one; with 4 heads of 4, sqrt(d_out) is head_dim).
+SECOND_SQUARE = (sg.fixed_mha(11, 8, 8, 2, 8, 6, 2, True), sg.fixed_mha(12, 12, 12, 3, 10, 7, 1, False))
+SECOND_D_IN_D_OUT = (sg.fixed_mha(13, 6, 8, 2, 8, 5, 2, True), sg.fixed_mha(14, 8, 12, 3, 10, 7, 1, False))
+
+
+#: The dropout and seed of the eval-mode calls: in eval mode the seed changes
+#: nothing; a dropout left active draws its mask from it, as its replay does.
+DROPOUT, SEED = 0.1, 0
 
 
 def _observed(fn, case):
     """The implementation's output on ``case`` and the known bugs' replays there."""
-    return _call(fn, case), KNOWN_BUGS.thunks("gpt2.mha", case.x, case.weights, case.heads)
+    x, w, h = case.x, case.weights, case.heads
+    bugs = KNOWN_BUGS.thunks("gpt2.mha", x, w, h) + KNOWN_BUGS.thunks("gpt2.mha/eval", x, w, h, DROPOUT, SEED)
+    return _call(fn, case, dropout=DROPOUT, seed=SEED), bugs
 
 
 def _check(fn, case, seconds):
@@ -94,6 +102,36 @@ def test_mha_is_causal(gpt2_mha, case, data):
     assert_close(b, a, Tolerance(1e-6, 1e-6), rule=f"position ≤ {i} must not see later positions", context=f"i={i}")
 
 
+#: The training-mode cases (inputs' seed, the call's seed): the test's and its second.
+TRAIN_CASES = ((5, 11), (6, 12))
+
+
+def _observed_train(fn, which: tuple[int, int], p: float = 0.5):
+    """Training mode with dropout ``p`` on 64 copies of one 3-token row, out_proj
+    the identity: the implementation's output, its case, and the replays of
+    the training-mode bugs (their masks drawn from the call's seed)."""
+    g = sg.generator(which[0])
+    d, heads = 8, 2
+    w = o.mha_weights(g, d, d, False)
+    w["out_proj.weight"], w["out_proj.bias"] = torch.eye(d), torch.zeros(d)
+    x = sg.randn(g, 1, 3, d).expand(64, 3, d).contiguous()
+    case = sg.MHACase(d, d, heads, 6, False, x, w)
+    out = _call(fn, case, dropout=p, train=True, seed=which[1]).to(torch.float64)
+    return out, case, KNOWN_BUGS.thunks("gpt2.mha/train", x, w, heads, p, which[1])
+
+
+def _reproduced(out, bugs) -> list[str]:
+    """The causes whose replay gives ``out`` (within TOL)."""
+    found = []
+    for cause, replay in bugs:
+        try:
+            if describe_mismatch(out, replay(), TOL) is None:
+                found.append(cause)
+        except UNSURE:
+            continue
+    return found
+
+
 @pytest.mark.spec("gpt2.mha")
 @strict
 def test_mha_dropout_acts_on_attention_weights(gpt2_mha):
@@ -102,27 +140,37 @@ def test_mha_dropout_acts_on_attention_weights(gpt2_mha):
     alone: each head's context there is 0 (weight dropped) or v₀/(1−p)
     (kept, rescaled). With out_proj the identity the output shows it, head by
     head, and both cases occur over 64 rows."""
-    g = sg.generator(5)
-    d, heads, p = 8, 2, 0.5
-    w = o.mha_weights(g, d, d, False)
-    w["out_proj.weight"], w["out_proj.bias"] = torch.eye(d), torch.zeros(d)
-    x = sg.randn(g, 1, 3, d).expand(64, 3, d).contiguous()
-    case = sg.MHACase(d, d, heads, 6, False, x, w)
-    out = _call(gpt2_mha, case, dropout=p, train=True, seed=11)[:, 0].to(torch.float64)
+    p, heads, d = 0.5, 2, 8
+    whole, case, bugs = _observed_train(gpt2_mha, TRAIN_CASES[0], p)
+    x, w = case.x, case.weights
+    out = whole[:, 0]
     v0 = o.linear(x[0, 0], w, "W_value.").reshape(heads, d // heads)
     blocks = out.reshape(64, heads, d // heads)
     dropped = blocks.abs().amax(-1) < 1e-6
     kept = (blocks - v0 / (1 - p)).abs().amax(-1) < 1e-4
     bad = ~(dropped | kept)
-    assert not bool(bad.any()), (
-        "dropout on the attention weights: at position 0 every head's context must be 0 or v₀/(1−p); "
-        f"row {int(bad.any(-1).nonzero()[0])} has {blocks[bad.any(-1)][0].tolist()} "
-        f"(v₀/(1−p) = {(v0 / (1 - p)).tolist()})"
-    )
-    assert bool(dropped.any()) and bool(kept.any()), (
-        f"training mode with dropout {p}: over 64 rows, {int(dropped.sum())} head contexts dropped and "
-        f"{int(kept.sum())} kept; both must occur (is dropout applied to the attention weights?)"
-    )
+    problem = None
+    if bool(bad.any()):
+        problem = (
+            "dropout on the attention weights: at position 0 every head's context must be 0 or v₀/(1−p); "
+            f"row {int(bad.any(-1).nonzero()[0])} has {blocks[bad.any(-1)][0].tolist()} "
+            f"(v₀/(1−p) = {(v0 / (1 - p)).tolist()})"
+        )
+    elif not (bool(dropped.any()) and bool(kept.any())):
+        problem = (
+            f"training mode with dropout {p}: over 64 rows, {int(dropped.sum())} head contexts dropped and "
+            f"{int(kept.sum())} kept; both must occur (is dropout applied to the attention weights?)"
+        )
+    if problem is None:
+        return
+
+    def again() -> list[str]:
+        more, _, replays = _observed_train(gpt2_mha, TRAIN_CASES[1], p)
+        return _reproduced(more, replays)
+
+    lines = problem.split("\n")
+    lines[0] += likely_causes(confirmed(_reproduced(whole, bugs), again))
+    raise AssertionError("\n".join(lines))
 
 
 @sg.budget(4)

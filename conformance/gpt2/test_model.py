@@ -28,15 +28,17 @@ def _block_case(case: sg.ModelCase) -> tuple[dict, dict, torch.Tensor]:
 
 
 def _block_observed(run, impl, block_case):
-    """The implementation's block, and the oracle's block with each of the
-    implementation's parts swapped in (a failure its failing part explains)."""
+    """The implementation's block, the block's known bugs replayed, and the
+    oracle's block with each of the implementation's parts swapped in (a
+    failure its failing part explains)."""
     c, w, x = block_case
 
     def composite(**kw):
         return o.block(x, w, c["n_heads"], **kw)
 
     out = run(cfg=c, weights=w, in_features=x)
-    return out, hints.part_hints(swaps(impl, c, "gpt2.block", composite), composite, TOL)
+    bugs = KNOWN_BUGS.thunks("gpt2.block", x, w, c["n_heads"])
+    return out, bugs + hints.part_hints(swaps(impl, c, "gpt2.block", composite), composite, TOL)
 
 
 @sg.budget(6)
@@ -79,11 +81,17 @@ SECOND_MODELS = (
 )
 
 
+#: The seed of the eval-mode calls: it changes nothing in eval mode; a dropout
+#: left active draws its mask from it, as its replay does.
+SEED = 0
+
+
 def _observed(run, case, impl=None):
     """The implementation's logits, the known bugs replayed on ``case`` and
     (given ``impl``) the oracle's model with each of its parts swapped in."""
-    out = run(cfg=case.cfg, weights=case.weights, in_idx=case.ids)
+    out = run(cfg=case.cfg, weights=case.weights, in_idx=case.ids, seed=SEED)
     bugs = KNOWN_BUGS.thunks("gpt2.model", case.ids, case.weights, case.cfg)
+    bugs += KNOWN_BUGS.thunks("gpt2.model/eval", case.ids, case.weights, case.cfg, SEED)
     if impl is None:
         return out, bugs
 

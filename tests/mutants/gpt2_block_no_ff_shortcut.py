@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.block",
     "bug": "the feed-forward's shortcut is missing",
     "run": ["gpt2.block"],
+    "hinted": ["the feed-forward's shortcut left out"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.block",
     "bug": "norm1 used before the feed-forward too (norm2 unused)",
     "run": ["gpt2.block"],
+    "hinted": ["norm1 used before the feed-forward too"],
 }
 
 

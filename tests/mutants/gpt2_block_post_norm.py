@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.block",
     "bug": "post-norm: the LayerNorm after each residual addition",
     "run": ["gpt2.block"],
+    "hinted": ["post-norm"],
     "never_hinted": ["explained by"],
 }
 

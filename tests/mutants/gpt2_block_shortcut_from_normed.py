@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.block",
     "bug": "the shortcut adds the normalised input instead of the block's input",
     "run": ["gpt2.block"],
+    "hinted": ["the attention's shortcut adds the normalised input"],
 }
 
 

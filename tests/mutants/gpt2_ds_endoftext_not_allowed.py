@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.dataset",
     "bug": "tokenizer.encode(txt) without allowed_special: <|endoftext|> raises",
     "run": ["gpt2.dataset"],
+    "hinted": ["tokenizer.encode(txt) without allowed_special"],
     "strict_only": (
         "SPEC §6.1: MUST texts hold no special token (the book's first printing encodes so); a text with "
         "<|endoftext|> is STRICT and its finding names allowed_special"

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.dataset",
     "bug": "windows advance by max_length whatever the stride",
     "run": ["gpt2.dataset"],
+    "hinted": ["windows advance by max_length"],
 }
 
 

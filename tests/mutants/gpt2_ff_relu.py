@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.feedforward",
     "bug": "ReLU between the two linears instead of GELU",
     "run": ["gpt2.feedforward"],
+    "hinted": ["ReLU instead of GELU"],
 }
 
 

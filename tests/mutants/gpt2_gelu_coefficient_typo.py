@@ -12,6 +12,7 @@ MUTANT = {
     "spec": "gpt2.gelu",
     "bug": "0.04715 instead of 0.044715 for the cubic term",
     "run": ["gpt2.gelu"],
+    "hinted": ["cubic coefficient 0.04715 instead of 0.044715"],
 }
 
 

@@ -12,6 +12,7 @@ MUTANT = {
     "spec": "gpt2.gelu",
     "bug": "sqrt(2*pi) instead of sqrt(2/pi)",
     "run": ["gpt2.gelu"],
+    "hinted": ["sqrt(2·π) instead of sqrt(2/π)"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate_simple",
     "bug": "argmax of the first position's logits instead of the last",
     "run": ["gpt2.generate_simple"],
+    "hinted": ["the argmax of the first position's logits"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "gpt2.generate",
     "bug": "logits multiplied by the temperature instead of divided",
     "run": ["gpt2.generate"],
+    "hinted": ["logits multiplied by the temperature"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "eps 1e-6 instead of the book's 1e-5",
     "run": ["gpt2.layernorm"],
+    "hinted": ["eps 1e-6 instead of the book's 1e-5"],
     "strict_only": (
         "SPEC §6.1: MUST rows have a standard deviation of at least 0.5, where eps 1e-6 and 1e-5 agree within "
         "tolerance; near-constant rows, which tell them apart, are STRICT"

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "the shift parameter is created but never added",
     "run": ["gpt2.layernorm"],
+    "hinted": ["shift never added"],
 }
 
 

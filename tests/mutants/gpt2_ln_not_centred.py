@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "normalises by the root mean square without subtracting the mean",
     "run": ["gpt2.layernorm"],
+    "hinted": ["not centred"],
 }
 
 

@@ -12,7 +12,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "x / rms(x) without centring, in LayerNorm and so in every block and the model",
     "run": ["gpt2.layernorm", "gpt2.block", "gpt2.model"],
-    "hinted": ["explained by gpt2.layernorm (fix that first)"],
+    "hinted": ["explained by gpt2.layernorm (fix that first)", "not centred"],
     "never_hinted": ["explained by gpt2.mha", "explained by gpt2.feedforward", "explained by gpt2.block"],
 }
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "mean and variance over the whole tensor instead of the last axis",
     "run": ["gpt2.layernorm"],
+    "hinted": ["mean and variance over the whole tensor"],
 }
 
 

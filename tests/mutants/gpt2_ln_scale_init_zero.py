@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.layernorm",
     "bug": "scale initialised to zeros instead of ones",
     "run": ["gpt2.layernorm"],
+    "hinted": ["scale initialised to zeros"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.loss",
     "bug": "returns the sum of the batch losses, not their mean",
     "run": ["gpt2.loss"],
+    "hinted": ["the sum of the batch losses"],
 }
 
 

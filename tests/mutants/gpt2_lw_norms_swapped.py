@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.load_weights",
     "bug": "ln_1 loaded into norm2 and ln_2 into norm1",
     "run": ["gpt2.load_weights"],
+    "hinted": ["ln_1 loaded into norm2 and ln_2 into norm1"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "F.dropout(training=True) on the weights: dropout stays active in eval mode",
     "run": ["gpt2.mha"],
+    "hinted": ["dropout on the attention weights active in eval mode"],
 }
 
 

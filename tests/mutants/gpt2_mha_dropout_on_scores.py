@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "dropout applied to the scores before the softmax instead of to the weights",
     "run": ["gpt2.mha"],
+    "hinted": ["dropout on the masked scores before the softmax"],
     "strict_only": (
         "SPEC §6.1: where dropout acts in training mode with drop_rate > 0 is STRICT (the book's placement is "
         "one of several sound ones)"

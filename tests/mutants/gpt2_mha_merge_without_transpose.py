@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "heads merged with view(b, t, d_out) straight from (b, heads, t, head_dim), no transpose back",
     "run": ["gpt2.mha"],
+    "hinted": ["heads merged without the transpose back"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "scores not divided by sqrt(head_dim)",
     "run": ["gpt2.mha"],
+    "hinted": ["scores not divided by sqrt(head_dim)"],
 }
 
 

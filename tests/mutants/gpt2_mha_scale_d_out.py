@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "scores divided by sqrt(d_out) instead of sqrt(head_dim)",
     "run": ["gpt2.mha"],
+    "hinted": ["scores divided by sqrt(d_out)"],
 }
 
 

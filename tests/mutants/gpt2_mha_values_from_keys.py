@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.mha",
     "bug": "values projected with W_key (copy-paste slip)",
     "run": ["gpt2.mha"],
+    "hinted": ["values projected with W_key"],
 }
 
 

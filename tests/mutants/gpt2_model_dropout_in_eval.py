@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.model",
     "bug": "embedding dropout through F.dropout(training=True): active in eval mode",
     "run": ["gpt2.model"],
+    "hinted": ["the embeddings' dropout active in eval mode"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "gpt2.model",
     "bug": "final_norm skipped before out_head",
     "run": ["gpt2.model"],
+    "hinted": ["final_norm skipped"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.model",
     "bug": "the position embedding is never added",
     "run": ["gpt2.model"],
+    "hinted": ["the position embedding never added"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "gpt2.model",
     "bug": "out_head.weight = tok_emb.weight in __init__: the head is tied although the book's model is not",
     "run": ["gpt2.model"],
+    "hinted": ["out_head.weight is tok_emb.weight (tied at construction)"],
 }
 
 
