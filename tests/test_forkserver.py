@@ -73,3 +73,39 @@ def test_a_judge_past_its_deadline_is_ended_and_the_server_serves_on(tmp_path: P
     assert after.report is not None and [t["outcome"] for t in after.report["tests"]] == ["passed"]
     parents = {j["parent"] for j in _judges(tmp_path)}  # the stuck judge's, if it got as far as its test
     assert len(parents) == 1 and os.getpid() not in parents, parents  # the same server served both
+
+
+#: A stand-in suite that writes down the constants Hypothesis draws inputs from (read from the sources of
+#: the local modules loaded by then), one file per judge.
+CONSTANTS_SUITE = """
+import os
+from pathlib import Path
+
+from hypothesis.internal.conjecture.providers import _get_local_constants
+
+
+def test_writes_the_local_constants():
+    constants = sorted(repr(c) for c in _get_local_constants())
+    (Path(__file__).parent / f"constants-{os.getpid()}.txt").write_text("\\n".join(constants))
+"""
+
+
+def test_a_forked_judge_draws_from_the_constants_a_fresh_one_reads(tmp_path: Path) -> None:
+    """The server reads Hypothesis' constants of the modules it preloads once (forkserver.local_constants);
+    a judge forked from it ends with the same set as a fresh judge, which reads them all itself."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_stand_in.py").write_text(CONSTANTS_SUITE)
+    settings = Settings(suite=[str(tmp_path / "suite" / "test_stand_in.py")], jobs=1, timeout=300.0)
+    fresh = run_judge(resolve(None, "cs336"), settings, tmp_path / "fresh")
+    server = ForkServer()
+    try:
+        forked = run_judge(resolve(None, "cs336"), settings, tmp_path / "forked", server=server)
+    finally:
+        server.close()
+    for run in (fresh, forked):
+        assert run.report is not None and [t["outcome"] for t in run.report["tests"]] == ["passed"], (
+            run.log.read_text()[-2000:]
+        )
+    written = [p.read_text().splitlines() for p in sorted((tmp_path / "suite").glob("constants-*.txt"))]
+    assert len(written) == 2 and len(written[0]) > 100, [len(w) for w in written]
+    assert written[0] == written[1], sorted(set(written[0]) ^ set(written[1]))[:20]

@@ -216,6 +216,25 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         out.flush()
 
 
+def local_constants() -> None:
+    """Hypothesis' constants of the local modules imported so far, read once here rather than in every
+    judge: at collection Hypothesis parses the source of every module it has not read yet that is not
+    installed (lmspec's own, here) and keeps the numbers and strings in it, to draw inputs from. A
+    judge forked after this reads only the modules imported since (its test modules and their
+    helpers); the set it ends with is the one a fresh judge builds (its union over the same
+    modules). This module, the forked judge's ``__main__``, is marked read without being read: a fresh
+    judge never imports it, so its constants must not be drawn from. Hypothesis' private functions:
+    where they are missing, every judge reads every module, as before."""
+    import warnings
+
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "slow code in plugin": not a plugin, and nothing is timed here
+        from hypothesis.internal.conjecture import providers
+
+        providers._seen_modules.add(id(sys.modules["__main__"]))
+        providers._get_local_constants()
+
+
 def main() -> None:
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", cwd)]  # nothing from the working folder
@@ -223,6 +242,7 @@ def main() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    local_constants()
     import gc
 
     gc.freeze()  # the preloaded objects: never scanned in a judge, so their pages stay shared with the server
