@@ -62,6 +62,18 @@ def judge_server():
     server.close()
 
 
+@pytest.fixture(scope="session")
+def shared_gradings(tmp_path_factory: pytest.TempPathFactory):
+    """One folder for the gradings that several tests read (grader_run.grade_once), the same
+    for every xdist worker of this run: each such grading runs once, whichever test asks first."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lmspec-shared-gradings"
+    shared.mkdir(parents=True, exist_ok=True)
+    return shared
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",

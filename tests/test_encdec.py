@@ -26,11 +26,11 @@ NOTES = REPO / "tests" / "fixture_repos" / "encdec_notes"
 NOTES_FILE = NOTES / "seq2seq.py"
 
 
-def test_notes_codebase_is_recognised_and_passes_every_must_test() -> None:
+def test_notes_codebase_is_recognised_and_passes_every_must_test(judge_server) -> None:
     target = resolve(str(NOTES))
     assert (target.profile, target.detected_by) == ("encdec", "names")
     assert target.adapter.endswith("encdec_adapters.py")
-    report = run_suite(NOTES, None, allow_reference=False)
+    report = run_suite(NOTES, None, allow_reference=False, server=judge_server)
     assert report.get("import_error") is None, report["import_error"]
     must = [t for t in report["tests"] if t.get("strength") == "must"]
     assert len(must) > 100, report["output"]
@@ -41,13 +41,13 @@ def test_notes_codebase_is_recognised_and_passes_every_must_test() -> None:
     assert strict == {"test_label_smoothing_loss_batched"}, strict
 
 
-def test_notes_file_is_graded_without_an_adapter_file() -> None:
+def test_notes_file_is_graded_without_an_adapter_file(judge_server) -> None:
     """The notes' names bound by the profile (SPEC §6.2): their persistent
     position buffer, biased generator, one-sentence greedy decoding and
     conventions handled by the binder; every test passes, STRICT included."""
     target = resolve(str(NOTES_FILE))
     assert (target.profile, target.detected_by) == ("encdec", "names")
-    report = run_suite(NOTES_FILE, None, allow_reference=False)
+    report = run_suite(NOTES_FILE, None, allow_reference=False, server=judge_server)
     assert report.get("import_error") is None, report["import_error"]
     must = [t for t in report["tests"] if t.get("strength") == "must"]
     assert len(must) > 100, report["output"]
@@ -55,7 +55,7 @@ def test_notes_file_is_graded_without_an_adapter_file() -> None:
     assert not bad, "\n".join(f"{t['nodeid']}: {t['summary']}" for t in bad[:10])
 
 
-def test_notes_notebook_is_graded_without_an_adapter_file(tmp_path: Path) -> None:
+def test_notes_notebook_is_graded_without_an_adapter_file(tmp_path: Path, judge_server) -> None:
     """The same definitions as a notebook's code cells (one cell per top-level
     definition, a demo cell that must not run): graded with no adapter file."""
     import ast
@@ -76,7 +76,7 @@ def test_notes_notebook_is_graded_without_an_adapter_file(tmp_path: Path) -> Non
     path.write_text(json.dumps(notebook), encoding="utf-8")
     target = resolve(str(path))
     assert target.profile == "encdec"
-    report = run_suite(path, None, allow_reference=False)
+    report = run_suite(path, None, allow_reference=False, server=judge_server)
     assert report.get("import_error") is None, report["import_error"]
     bad = bad_tests(report, "must", "should", "strict")
     assert report["tests"] and not bad, "\n".join(f"{t['nodeid']}: {t['summary']}" for t in bad[:10])

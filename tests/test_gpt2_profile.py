@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from grader_run import run_grader
+from grader_run import grade_once, run_grader
 
 from lmspec.conformance.target import resolve
 
@@ -36,10 +36,11 @@ def test_binder_encoding_equals_the_oracle(fixtures_dir) -> None:
 
 
 @pytest.mark.slow
-def test_reader_file_gets_full_marks(tmp_path: Path) -> None:
-    """The book's code, as a reader keeps it in one file, graded without an adapter: 20/20."""
-    rc, output, _ = run_grader(tmp_path / "out", "--adapter", str(READER), "--jobs", "2")
-    data = json.loads((tmp_path / "out" / "results.json").read_text())
+def test_reader_file_gets_full_marks(shared_gradings: Path) -> None:
+    """The book's code, as a reader keeps it in one file, graded without an adapter: 20/20.
+    (The same grading is test_intake's reference: graded once per run.)"""
+    rc, output, _, out = grade_once(shared_gradings, "gpt2_reader", "--adapter", str(READER), "--jobs", "2")
+    data = json.loads((out / "results.json").read_text())
     failing = [
         (i["id"], i["status"], i["explanation"])
         for i in data["items"]

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from grader_run import run_grader
+from grader_run import run_grader, small_batch
 
 from lmspec.conformance.outcomes import Outcome
 from lmspec.conformance.report import summary
@@ -239,20 +239,14 @@ def test_cs336_style_repository_grades_full_without_setup(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_small_suite_formats_and_batch(tmp_path: Path) -> None:
-    """Batch mode on the stand-in suite: a row per submission, formats written, no adapter = 0."""
-    batch = tmp_path / "subs"
-    (batch / "alice" / "tests").mkdir(parents=True)
-    (batch / "alice" / "tests" / "adapters.py").write_text((FIXTURES / "adapter_good.py").read_text())
-    (batch / "bob").mkdir()
-    (batch / "bob" / "adapters.py").write_text("def run_softmax(x, dim):\n    return x\n")
-    (batch / "carol").mkdir()
-    out = tmp_path / "out"
-    rc, output, _ = run_grader(out, "--batch", str(batch), "--suite", str(SMALL_SUITE), "--jobs", "2")
+def test_small_suite_formats_and_batch(shared_gradings: Path) -> None:
+    """Batch mode on the stand-in suite: a row per submission, formats written, no adapter = 0.
+    (The batch is grader_run.small_batch, graded once per run: test_html reads its dashboard.)"""
+    rc, output, out = small_batch(shared_gradings)
     assert rc == 1, output
     with open(out / "summary.csv") as f:
         rows = {r["name"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"alice", "bob", "carol"}
+    assert set(rows) == {"alice", "bob", "carol", "dave"}
     assert rows["alice"]["passed"] == "True" and float(rows["alice"]["score"]) == float(rows["alice"]["max_score"]), (
         rows
     )

@@ -22,6 +22,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import grader_run
 import pytest
 
 from lmspec.conformance.report import summary
@@ -415,41 +416,12 @@ def test_dashboard_page_in_a_browser(tmp_path: Path, artifacts: Path) -> None:
 
 # --- a real batch: its dashboard and reports in a browser -------------------------------------------
 @pytest.fixture(scope="module")
-def small_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real batch on the stand-in suite: two folders, one single-file submission, one without an adapter."""
-    root = tmp_path_factory.mktemp("batch")
-    subs = root / "subs"
-    (subs / "alice" / "tests").mkdir(parents=True)
-    (subs / "alice" / "tests" / "adapters.py").write_text((FIXTURES / "adapter_good.py").read_text())
-    (subs / "bob").mkdir()
-    (subs / "bob" / "adapters.py").write_text("def run_softmax(x, dim):\n    return x\n")
-    (subs / "carol").mkdir()
-    shutil.copy(FIXTURES / "adapter_good.py", subs / "dave.py")
-    out = root / "out"
-    small = ("--suite", str(SMALL_SUITE))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    env.pop("LMSPEC_ADAPTER", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.grade",
-            "--batch",
-            str(subs),
-            "--out",
-            str(out),
-            "--quiet",
-            *small,
-            "--workers",
-            "2",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+def small_batch(shared_gradings: Path) -> Path:
+    """A real batch on the stand-in suite: two correct submissions (a folder, a single file), one
+    wrong, one without an adapter (grader_run.small_batch: graded once per run, test_grade reads
+    its formats)."""
+    rc, output, out = grader_run.small_batch(shared_gradings)
+    assert rc == 1, output
     return out
 
 

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from grader_run import run_grader
+from grader_run import grade_once, run_grader
 
 from lmspec.conformance.judge.worker import intake
 from lmspec.conformance.target import TargetError, resolve
@@ -264,11 +264,13 @@ def _items(out: Path) -> tuple[dict, dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_a_notebook_and_a_chapter_folder_grade_as_the_same_code_in_one_file(tmp_path: Path) -> None:
-    """The same items and verdicts as gpt2_reader/previous_chapters.py; the
-    table names the files graded and what was left out."""
-    _, _, _ = run_grader(tmp_path / "file", "--adapter", str(READER), "--jobs", "2")
-    reader, expected = _items(tmp_path / "file")
+def test_a_notebook_and_a_chapter_folder_grade_as_the_same_code_in_one_file(
+    tmp_path: Path, shared_gradings: Path
+) -> None:
+    """The same items and verdicts as gpt2_reader/previous_chapters.py (its grading is
+    test_gpt2_profile's, done once per run); the table names the files graded and what was left out."""
+    _, _, _, file = grade_once(shared_gradings, "gpt2_reader", "--adapter", str(READER), "--jobs", "2")
+    reader, expected = _items(file)
     for name, given in (("notebook", NOTEBOOK), ("chapters", CHAPTERS)):
         rc, output, _ = run_grader(tmp_path / name, "--adapter", str(given), "--jobs", "2")
         data, statuses = _items(tmp_path / name)

@@ -98,7 +98,7 @@ def test_gpt2_tampered_golden_fails_the_sha_check(tmp_path):
             gpt2_snapshots._load("gpt2/mha.npz", digest)
 
 
-def test_gpt2_mutant_fails_the_snapshot_test(tmp_path):
+def test_gpt2_mutant_fails_the_snapshot_test(tmp_path, judge_server):
     """A LayerNorm with the unbiased variance (tests/mutants/gpt2_ln_unbiased_var.py)
     fails its golden, through the judge and its worker; the reference passes."""
     from lmspec import ROOT
@@ -116,7 +116,7 @@ def test_gpt2_mutant_fails_the_snapshot_test(tmp_path):
         ("reference", "lmspec.reference.gpt2"),
     ):
         (tmp_path / name).mkdir()
-        run = run_judge(resolve(adapter, "gpt2"), settings, tmp_path / name)
+        run = run_judge(resolve(adapter, "gpt2"), settings, tmp_path / name, server=judge_server)
         tests = (run.report or {}).get("tests") or []
         outcomes[name] = {t["nodeid"].split("::")[-1]: t["outcome"] for t in tests}
     assert outcomes["mutant"] == {"test_snapshot_reproduced[gpt2/layernorm]": "failed"}, outcomes
