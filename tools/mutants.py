@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lmspec import ROOT
-from lmspec.conformance.hints import named_causes
 from lmspec.conformance.judge.forkserver import ForkServer
 from lmspec.conformance.judge.launch import run_judge
 from lmspec.conformance.options import Settings
@@ -143,6 +142,8 @@ def run_one(entry: Entry, server: ForkServer | None = None) -> Outcome:
 def undeclared_causes(entry: Entry, outcome: Outcome) -> list[str]:
     """The causes the failures name that the mutant's header does not declare
     right (each must contain one of its ``hinted`` or ``also_named``)."""
+    from lmspec.conformance.hints import named_causes  # torch: not on --help's path
+
     right = [*entry.meta.get("hinted", ()), *entry.meta.get("also_named", ())]
     named = {c for message in outcome.failures for c in named_causes(message)}
     return sorted(c for c in named if not any(r in c for r in right))
@@ -174,6 +175,8 @@ def print_causes(outcomes: list[Outcome]) -> None:
     for o in outcomes:
         verdict = cause_verdict(o.entry, o)
         if verdict != "right":
+            from lmspec.conformance.hints import named_causes
+
             named = sorted({c for m in o.failures for c in named_causes(m)})
             print(f"{verdict.upper():5s} {o.entry.name} ({o.entry.meta['bug']}): named {named or 'nothing'}")
 
