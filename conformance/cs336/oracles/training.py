@@ -483,6 +483,35 @@ for _item, _cause, _replay in (
     KNOWN_BUGS.add(_item, _cause, _replay)
 
 
+# One sampling step: a replay gives the distribution the bug samples from
+# (logits, τ > 0, p), compared with the draws' counts by the same statistical
+# test as the oracle's; each term of top_p(softmax(v/τ)) left out or misplaced.
+for _cause, _replay in (
+    (
+        "sampled from softmax(v/τ) without the top-p filter",
+        lambda v, t, p: temperature_softmax64(v, t),
+    ),
+    (
+        "temperature not applied: sampled from top_p(softmax(v))",
+        lambda v, t, p: top_p_filter64(temperature_softmax64(v, 1.0), p),
+    ),
+    (
+        "multiplied by τ instead of dividing: sampled from top_p(softmax(v·τ))",
+        lambda v, t, p: top_p_filter64(torch.softmax(v.double() * t, -1), p),
+    ),
+):
+    KNOWN_BUGS.add("4.generation/sampling", _cause, _replay)
+
+
+@KNOWN_BUGS.register(
+    "4.generation/sampling", "top-p taken on softmax(v) before the temperature: the nucleus of τ = 1, then softmax(v/τ)"
+)
+def _nucleus_before_temperature(v, t, p):
+    keep = top_p_filter64(temperature_softmax64(v, 1.0), p) > 0
+    q = torch.where(keep, temperature_softmax64(v, t), torch.zeros((), dtype=F64))
+    return q / q.sum(-1, keepdim=True)
+
+
 # The float64 LM is SPEC §2's oracle (conformance/cs336/oracles/nn.py, written
 # apart from ours; an independent version written here agreed to 7e-15).
 LMConfig = ModelConfig
