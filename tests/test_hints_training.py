@@ -1,12 +1,14 @@
-"""The switches of SPEC §3 and §4 whose tests compare exactly or statistically
-(not through assert_close's replays): an implementation that IS one switch
+"""The switches of SPEC §2 (an output dtype, a crash on the default mask), §3
+and §4 whose tests compare exactly or statistically (not through
+assert_close's replays): an implementation that IS one switch
 goes through the item's own test, failing on its input and confirmed on the
 test's second input, and must be told exactly that cause."""
 
 import pytest
 import torch
 
-from lmspec.conformance.cs336 import test_generation
+from lmspec.conformance.cs336 import test_attention, test_generation, test_nn_ops
+from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS, lm_logits64
 from lmspec.conformance.hints import named_causes
 
@@ -64,3 +66,39 @@ def test_a_sampler_that_repeats_by_chance_is_told_nothing():
 
     check = test_generation.test_sample_next_token_reproducible_with_seeded_generator
     assert _named(lambda: check(run)) == []
+
+
+# --- §2: an output dtype, a crash on the default mask ----------------------------------
+def _sdpa_needing_a_mask(scale: float):
+    def run(q, k, v, mask=None):
+        scores = (q @ k.transpose(-1, -2)) * scale / q.shape[-1] ** 0.5
+        return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v  # ~None raises
+
+    return run
+
+
+def _sdpa_without_mask(run):
+    case = test_attention.SECOND_SDPA[1]
+    return lambda: test_attention.test_sdpa_without_mask.hypothesis.inner_test(run, "cpu", case)
+
+
+def test_attention_that_needs_a_mask_is_told_so():
+    assert _named(_sdpa_without_mask(_sdpa_needing_a_mask(1.0))) == [
+        "mask=None not handled: without a mask, attend to every key (an all-True mask gives the right result)"
+    ]
+
+
+def test_attention_that_needs_a_mask_and_is_wrong_with_one_keeps_its_error():
+    with pytest.raises(TypeError):
+        _sdpa_without_mask(_sdpa_needing_a_mask(2.0))()
+
+
+def test_rmsnorm_left_in_float32_is_told_so():
+    def run(d_model, eps, weights, x):
+        return oracle.rmsnorm(x, weights, eps).float()  # right values, never cast back
+
+    case = test_nn_ops.SECOND_RMSNORM[0]
+    check = test_nn_ops.test_rmsnorm_bfloat16_computed_in_float32.hypothesis.inner_test
+    assert _named(lambda: check(run, "cpu", case)) == [
+        "computed in float32 and returned in float32: cast the result back to the input dtype (.to(in_dtype))"
+    ]
