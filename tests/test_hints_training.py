@@ -4,10 +4,11 @@ assert_close's replays): an implementation that IS one switch
 goes through the item's own test, failing on its input and confirmed on the
 test's second input, and must be told exactly that cause."""
 
+import numpy as np
 import pytest
 import torch
 
-from lmspec.conformance.cs336 import test_attention, test_generation, test_nn_ops
+from lmspec.conformance.cs336 import test_attention, test_data_checkpoint, test_generation, test_nn_ops
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS, lm_logits64
 from lmspec.conformance.hints import named_causes
@@ -102,3 +103,52 @@ def test_rmsnorm_left_in_float32_is_told_so():
     assert _named(lambda: check(run, "cpu", case)) == [
         "computed in float32 and returned in float32: cast the result back to the input dtype (.to(in_dtype))"
     ]
+
+
+# --- §3 get_batch: the starts' distribution, the output dtype ---------------------------
+STARTS = KNOWN_BUGS.causes("3.get_batch")
+
+
+def _get_batch_drawing(probabilities, rng=None):
+    rng = rng or np.random.default_rng(0)
+
+    def run(x, batch_size, m, device):
+        n = len(x) - m
+        starts = rng.choice(n, size=batch_size, p=np.asarray(probabilities(n)))
+        rows = np.stack([np.asarray(x[s : s + m + 1], dtype=np.int64) for s in starts])
+        return torch.from_numpy(rows[:, :-1]).to(device), torch.from_numpy(rows[:, 1:]).to(device)
+
+    return run
+
+
+@pytest.mark.parametrize("cause", list(STARTS))
+def test_a_start_distribution_switch_gets_exactly_its_cause(cause):
+    run = _get_batch_drawing(STARTS[cause])
+    assert _named(lambda: test_data_checkpoint.test_get_batch_starts_uniform(run, None)) == [cause]
+
+
+def test_uniform_starts_pass():
+    test_data_checkpoint.test_get_batch_starts_uniform(_get_batch_drawing(lambda n: [1 / n] * n), None)
+
+
+def _get_batch_casting(cast):
+    def run(x, batch_size, m, device):
+        starts = np.random.default_rng(0).integers(0, len(x) - m, batch_size)
+        rows = torch.stack([cast(torch.from_numpy(np.array(x[s : s + m + 1]))) for s in starts])
+        return rows[:, :-1].to(device), rows[:, 1:].to(device)
+
+    return run
+
+
+def test_get_batch_keeping_the_arrays_dtype_is_told_so(tmp_path):
+    run = _get_batch_casting(lambda t: t)
+    check = test_data_checkpoint.test_get_batch_shapes_dtype_device_and_shift
+    assert _named(lambda: check(run, "cpu", tmp_path, "npy-int32-mmap", None)) == [
+        "the array's dtype kept (torch.from_numpy without a cast): convert to int64"
+    ]
+
+
+def test_get_batch_casting_to_another_dtype_is_told_nothing(tmp_path):
+    run = _get_batch_casting(lambda t: t.int())  # int32 whatever the array: not the array's dtype kept
+    check = test_data_checkpoint.test_get_batch_shapes_dtype_device_and_shift
+    assert _named(lambda: check(run, "cpu", tmp_path, "npy-int32-mmap", None)) == []

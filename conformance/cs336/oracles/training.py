@@ -314,6 +314,30 @@ def adamw_bug_hints(
     return hints
 
 
+# --- §3 get_batch: the distribution of the starts ---------------------------------------
+# A replay takes the number of valid starts n (0..len(x)−m−1) and returns the
+# probability of each start the bug draws with, compared with the drawn
+# starts' counts by the same statistical test as the uniform oracle's.
+def _rounded_uniform(n: int) -> list[float]:
+    if n < 2:
+        raise ValueError("one start: rounding changes nothing")
+    return [0.5 / (n - 1) if s in (0, n - 1) else 1 / (n - 1) for s in range(n)]
+
+
+for _cause, _replay in (
+    (
+        "starts = round(U(0, 1)·(n − 1)): the first and last start are half as likely; draw integers (randint)",
+        _rounded_uniform,
+    ),
+    (
+        "the last valid start len(x) − m − 1 is never drawn (an exclusive upper bound one too low)",
+        lambda n: [1 / (n - 1) if s < n - 1 else 0.0 for s in range(n)],
+    ),
+    ("start 0 is never drawn (starts from 1)", lambda n: [1 / (n - 1) if s > 0 else 0.0 for s in range(n)]),
+):
+    KNOWN_BUGS.add("3.get_batch", _cause, _replay)
+
+
 # --- §3 cosine schedule ----------------------------------------------------------
 def cosine_lr(t: int, alpha_max: float, alpha_min: float, warmup: int, cycle: int) -> float:
     """SPEC §3: linear warmup to α_max over T_w, cosine to α_min at T_c, then α_min."""
