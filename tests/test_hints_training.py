@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmspec.conformance.cs336 import test_attention, test_data_checkpoint, test_generation, test_nn_ops
+from lmspec.conformance.cs336 import test_attention, test_data_checkpoint, test_generation, test_loss_optim, test_nn_ops
 from lmspec.conformance.cs336.oracles import nn as oracle
 from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS, lm_logits64
 from lmspec.conformance.hints import named_causes
@@ -152,3 +152,26 @@ def test_get_batch_casting_to_another_dtype_is_told_nothing(tmp_path):
     run = _get_batch_casting(lambda t: t.int())  # int32 whatever the array: not the array's dtype kept
     check = test_data_checkpoint.test_get_batch_shapes_dtype_device_and_shift
     assert _named(lambda: check(run, "cpu", tmp_path, "npy-int32-mmap", None)) == []
+
+
+# --- §3 cross-entropy: logits with several leading dims ---------------------------------
+def _ce_rows_only(shift: float):
+    def run(logits, targets):  # rows indexed by arange(batch): (batch, vocab) logits only
+        picked = logits[torch.arange(logits.shape[0]), targets]
+        return (logits.logsumexp(-1) - picked).mean() + shift
+
+    return run
+
+
+def test_cross_entropy_for_two_dims_only_is_told_so():
+    case = test_loss_optim.CEInput((2, 3), 7, 1.0, 0)
+    assert _named(lambda: test_loss_optim._check_cross_entropy(_ce_rows_only(0.0), "cpu", case)) == [
+        "only (batch, vocab) logits handled: index every leading dim "
+        "(the same logits as (positions, vocab) give the right value)"
+    ]
+
+
+def test_cross_entropy_for_two_dims_only_and_wrong_keeps_its_error():
+    case = test_loss_optim.CEInput((2, 3), 7, 1.0, 0)
+    with pytest.raises(IndexError):
+        test_loss_optim._check_cross_entropy(_ce_rows_only(0.5), "cpu", case)
