@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import example, given, note
 
-from lmspec.conformance import hints, stats
+from lmspec.conformance import hints, near, stats
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.cs336.oracles.training import (
     F64,
@@ -61,6 +61,7 @@ def test_temperature_softmax_matches_float64(run_temperature_softmax, device, ca
         hints=bugs,
         again=lambda: _tempered(run_temperature_softmax, device, _logits(second), second.temperature),
         context=f"logits {tuple(logits.shape)} float32 (std {case.scale:.3g}) on {device}",
+        near=(near.sums_to_one(-1), near.scale),
     )
 
 
@@ -136,6 +137,7 @@ def test_top_p_keeps_smallest_set_at_exact_boundaries(run_top_p_filter, device, 
         rule=f"4.generation: top-p {top_p} of {_DYADIC} keeps {len(kept)} token(s), renormalised",
         hints=bugs,
         again=lambda: _filtered(run_top_p_filter, device, second),
+        near=(near.zeros, near.sums_to_one(-1)),
     )
     dropped = expected == 0
     assert bool((got.detach().cpu()[dropped] == 0).all()), "4.generation: filtered-out tokens must be exactly 0"
