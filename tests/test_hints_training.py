@@ -175,3 +175,20 @@ def test_cross_entropy_for_two_dims_only_and_wrong_keeps_its_error():
     case = test_loss_optim.CEInput((2, 3), 7, 1.0, 0)
     with pytest.raises(IndexError):
         test_loss_optim._check_cross_entropy(_ce_rows_only(0.5), "cpu", case)
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        "no max subtraction: exp(o) overflows to inf (or every exp underflows to 0); "
+        "use logsumexp(o) = max(o) + log Σ exp(o − max(o))",
+        "log of a softmax probability that underflowed to 0: compute logsumexp(o) − o[target] "
+        "instead of −log softmax(o)[target]",
+    ],
+)
+def test_an_unstable_cross_entropy_gets_exactly_its_cause(cause):
+    """Both give inf on logits × 1000; the second input (logits 100 + N(0, 1))
+    tells them apart."""
+    replay = KNOWN_BUGS.causes("3.cross_entropy")[cause]
+    check = test_loss_optim.test_cross_entropy_finite_for_logits_times_1000
+    assert _named(lambda: check(lambda o, t: replay(o, t).float(), "cpu", (8,))) == [cause]
