@@ -55,15 +55,19 @@ def test_a_sampler_on_the_global_rng_is_told_so():
         return int(torch.multinomial(torch.softmax(logits / temperature, -1), 1))  # no generator=
 
     check = test_generation.test_sample_next_token_reproducible_with_seeded_generator
-    assert _named(lambda: check(run)) == ["the generator argument is ignored: the samples follow torch's global RNG"]
+    assert _named(lambda: check(run)) == [
+        "the generator argument is never drawn from (its state is unchanged after 40 samples): "
+        "pass generator= to torch.multinomial"
+    ]
 
 
-def test_a_sampler_that_repeats_by_chance_is_told_nothing():
-    """A sampler whose output depends on neither RNG is not the global-RNG switch."""
-    calls = iter(range(10**6))
+def test_a_sampler_that_reseeds_the_generator_is_told_nothing():
+    """A sampler that draws from the generator, but reseeds it from the global RNG
+    first, moves the generator: not the untouched-generator switch."""
 
     def run(logits, temperature, top_p, generator):
-        return next(calls) % logits.shape[-1]
+        generator.manual_seed(int(torch.randint(0, 2**31, ())))
+        return int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
 
     check = test_generation.test_sample_next_token_reproducible_with_seeded_generator
     assert _named(lambda: check(run)) == []
