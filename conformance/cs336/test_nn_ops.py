@@ -385,15 +385,20 @@ HUGE = {"x+1000": lambda x: x + 1000, "x-1000": lambda x: x - 1000, "x*1e4": lam
 
 
 def _nonfinite_where_replays_are(out, bugs) -> list[str]:
-    """The causes whose replay has inf/NaN exactly where ``out`` has."""
-    finite = torch.as_tensor(out).detach().cpu().isfinite()
+    """The causes whose replay has inf/NaN exactly where ``out`` has, of the same
+    kind (NaN, +inf, −inf: 0/0 is not x/0)."""
+    got = torch.as_tensor(out).detach().cpu()
+
+    def kinds(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return t.isnan(), t.isposinf(), t.isneginf()
+
     found = []
     for cause, replay in bugs:
         try:
             again = replay()
         except Exception:  # a replay that cannot be computed names nothing
             continue
-        if again.shape == finite.shape and torch.equal(again.isfinite(), finite):
+        if again.shape == got.shape and all(torch.equal(a, b) for a, b in zip(kinds(again), kinds(got))):
             found.append(cause)
     return found
 
