@@ -196,3 +196,15 @@ def test_an_unstable_cross_entropy_gets_exactly_its_cause(cause):
     replay = KNOWN_BUGS.causes("3.cross_entropy")[cause]
     check = test_loss_optim.test_cross_entropy_finite_for_logits_times_1000
     assert _named(lambda: check(lambda o, t: replay(o, t).float(), "cpu", (8,))) == [cause]
+
+
+def test_an_unshifted_denominator_is_not_the_unshifted_softmax():
+    """exp(x − max) / Σ exp(x) on x − 1000 divides by 0 (inf), the unshifted
+    softmax gives 0/0 (NaN): the same places, another kind, no cause."""
+
+    def run(x, dim):
+        return (x - x.amax(dim=dim, keepdim=True)).exp() / x.exp().sum(dim=dim, keepdim=True)
+
+    case = test_nn_ops.SECOND_SOFTMAX[0]
+    check = lambda: test_nn_ops._check_softmax_huge(run, "cpu", "x-1000", case, torch.float32)  # noqa: E731
+    assert _named(check) == []
