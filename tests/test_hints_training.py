@@ -206,5 +206,5 @@ def test_an_unshifted_denominator_is_not_the_unshifted_softmax():
         return (x - x.amax(dim=dim, keepdim=True)).exp() / x.exp().sum(dim=dim, keepdim=True)
 
     case = test_nn_ops.SECOND_SOFTMAX[0]
-    check = lambda: test_nn_ops._check_softmax_huge(run, "cpu", "x-1000", case, torch.float32)  # noqa: E731
+    check = lambda: test_nn_ops._check_softmax_huge(run, "cpu", "x-1000", case, torch.float32)
     assert _named(check) == []
