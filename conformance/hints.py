@@ -144,6 +144,25 @@ def confirmed(causes: Sequence[str], second: Callable[[], Sequence[str]]) -> lis
     return parts[:1] or kept
 
 
+def failing_with_causes(check: Callable[[], None], causes: Callable[[], Sequence[str]]) -> None:
+    """Run ``check`` (an assertion that compares exactly, without hints); where
+    it fails, ``causes()`` (each confirmed on the failing input and on the
+    test's second input, e.g. by :func:`confirmed`) go on its message's first
+    line. A cause that cannot be worked out names nothing."""
+    __tracebackhide__ = True
+    try:
+        check()
+    except AssertionError as failure:
+        try:
+            named = list(causes()) if reporting() else []
+        except UNSURE:
+            named = []
+        if not named:
+            raise
+        first, *rest = str(failure).split("\n")
+        raise AssertionError("\n".join([first + likely_causes(named), *rest])) from None
+
+
 # --- composites: a failing part that explains them --------------------------------
 _EXPLAINED_BY = "explained by "
 

@@ -75,6 +75,15 @@ def sums_to_one(dim: int = -1) -> Check:
     return check
 
 
+def zeros(actual: torch.Tensor, expected: torch.Tensor, tol) -> str | None:
+    """``zeros right`` (exactly 0 where the expected is 0 and nowhere else: a
+    filtered distribution's support, masked weights) or how many entries differ."""
+    if actual.dim() == 0 or not bool((expected == 0).any()):
+        return None
+    differ = int(((actual == 0) != (expected == 0)).sum())
+    return "zeros right" if differ == 0 else f"zeros wrong at {differ} of {expected.numel()} entries"
+
+
 def describe(actual: torch.Tensor, expected: torch.Tensor, tol, checks: Sequence[Check]) -> str:
     """The facts of ``checks`` that apply, joined: "" when none does."""
     facts = []

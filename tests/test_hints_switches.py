@@ -1,6 +1,6 @@
 """The single-switch catalog, generated from the registry: for every known bug
 of cs336 §2 (conformance/cs336/oracles/nn_bugs.py: the ops, RoPE, SDPA, MHA,
-the block and the LM; not the ablations, whose replays take keywords), an
+the block, the LM and the accounting; not the ablations, whose replays take keywords), an
 implementation that IS that switch (its replay, run in float32) goes through
 the item's own check, failing on one pinned input and confirmed on the other;
 the check must name exactly that cause: its own, and no other. Nobody picks
@@ -112,6 +112,21 @@ def _rope(replay):
     return lambda: test_rope._check_rope(run, "cpu", test_rope.SECOND_ROPE[0])
 
 
+def _accounting(replay):
+    cfg = test_model.SECOND_ACCOUNTING[0]
+
+    def run(*args):
+        return replay(oracle.ModelConfig(*args))
+
+    def check():  # the switch's kind (count or FLOPs) is the one its replay returns
+        if isinstance(replay(cfg), int):
+            test_model._check_count_parameters(run, cfg)
+        else:
+            test_model._check_forward_flops(run, cfg, oracle.forward_flops(cfg), "FLOPs")
+
+    return check
+
+
 CHECKS = {
     "2.linear": _linear,
     "2.embedding": _embedding,
@@ -124,6 +139,7 @@ CHECKS = {
     "2.mha": _mha,
     "2.block": _block,
     "2.lm": _lm,
+    "2.accounting": _accounting,
 }
 SWITCHES = [b for b in KNOWN_BUGS if b.item in CHECKS]
 

@@ -44,6 +44,13 @@ def test_sums_to_one():
     assert near.sums_to_one(-1)(p * 1.5, p, TOL) == "sums to 1 along dim -1: no"
 
 
+def test_zeros_right_or_how_many_differ():
+    p = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    assert near.zeros(p * 0.9, p, TOL) == "zeros right"
+    assert near.zeros(p.roll(1, -1), p, TOL) == "zeros wrong at 4 of 6 entries"
+    assert near.zeros(p + 1.0, p + 1.0, TOL) is None  # nothing expected to be zero: no fact
+
+
 def test_a_failure_without_a_cause_says_what_is_right():
     expected = _x(2, 5, 3)
     actual = expected.clone()

@@ -18,6 +18,7 @@ import torch
 
 from lmspec.conformance import hints, stats
 from lmspec.conformance.asserts import assert_close, assert_dtype, assert_equal, assert_shape, describe_mismatch
+from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS
 from lmspec.conformance.tolerances import EXACT
 
 spec = pytest.mark.spec
@@ -96,12 +97,26 @@ def _datasets(tmp_path: Path) -> dict[str, np.ndarray]:
 def test_get_batch_shapes_dtype_device_and_shift(run_get_batch, device, tmp_path, kind, seeded):
     """inputs x[s:s+m] and targets x[s+1:s+m+1] from the same start s, both int64
     (batch_size, context_length) on ``device``, for arrays and np.memmap."""
-    data = _datasets(tmp_path)[kind]
+    datasets = _datasets(tmp_path)
+    data = datasets[kind]
     batch_size, m = 6, 5
     inputs, targets = run_get_batch(data, batch_size, m, device)
+    # the dtype switch's second input: another array whose dtype is not int64
+    second = datasets[hints.other(kind, "memmap-uint16", "npy-int32-mmap")]
+
+    def keeps_dtype(array, outputs) -> list[str]:
+        same = all(getattr(t, "dtype", None) == torch.from_numpy(array[:1].copy()).dtype for t in outputs)
+        return ["the array's dtype kept (torch.from_numpy without a cast): convert to int64"] if same else []
+
     for name, t in (("inputs", inputs), ("targets", targets)):
         assert_shape(t, (batch_size, m), rule=f"3.get_batch: {name} shape (batch_size, context_length)")
-        assert_dtype(t, torch.int64, rule=f"3.get_batch: {name} dtype ({kind} input)")
+        hints.failing_with_causes(
+            lambda t=t, name=name: assert_dtype(t, torch.int64, rule=f"3.get_batch: {name} dtype ({kind} input)"),
+            lambda: hints.confirmed(
+                keeps_dtype(data, (inputs, targets)),
+                lambda: keeps_dtype(second, run_get_batch(second, batch_size, m, device)),
+            ),
+        )
         assert t.device.type == torch.device(device).type, f"3.get_batch: {name} on {t.device}, expected {device}"
     _starts(inputs, targets, data, m, kind)
 
@@ -174,12 +189,9 @@ def test_get_batch_every_valid_start_reachable(run_get_batch, seeded):
         seen |= set(_starts(inputs, targets, data, m, "reachability"))
     missing = sorted(set(range(n_starts)) - seen)
     if missing:
-        hint = (
-            "; likely cause: the upper bound of the start range excludes len(x) − m − 1 "
-            "(torch.randint's high is exclusive: use len(x) − m)"
-            if missing == [n_starts - 1]
-            else ""
-        )
+        # the rows are the evidence: 1000 draws, exactly the last (or the first) start missing
+        never = {(n_starts - 1,): "the last valid start", (0,): "start 0 is never drawn"}.get(tuple(missing))
+        hint = hints.likely_causes([c for c in KNOWN_BUGS.causes("3.get_batch") if never and c.startswith(never)])
         raise AssertionError(
             f"3.get_batch: starts {missing} never drawn in {calls * n_starts} rows "
             f"(len(x)={len(data)}, m={m}; "
@@ -192,15 +204,37 @@ def test_get_batch_starts_uniform(run_get_batch, seeded):
     """Start indices are uniform over 0..len(x)−m−1: per-start counts and the
     empirical CDF over 8000 rows (500 batches of 16) pass Chernoff bounds whose
     union has false-failure probability ≤ 1e-6 (conformance/stats.py)."""
-    m, n_starts, batch, calls = 3, 16, 16, 500
+    n_starts = 16
+    counts = _start_counts(run_get_batch, n_starts)
+    problem = stats.check_distribution(counts, [1 / n_starts] * n_starts, labels="start")
+    causes = (
+        hints.confirmed(_start_causes(counts), lambda: _start_causes(_start_counts(run_get_batch, 11)))
+        if problem
+        else []
+    )
+    assert problem is None, (
+        f"3.get_batch: starts are not uniform: {problem}{hints.likely_causes(causes)}\n  counts per start: {counts}"
+    )
+
+
+def _start_counts(run_get_batch, n_starts: int, m: int = 3, batch: int = 16, calls: int = 500) -> list[int]:
+    """How often each of the ``n_starts`` valid starts is drawn in ``calls`` batches."""
     data = np.arange(n_starts + m, dtype=np.int64) * 3 + 1
     counts = [0] * n_starts
     for _ in range(calls):
         inputs, targets = run_get_batch(data, batch, m, "cpu")
         for s in _starts(inputs, targets, data, m, "uniformity"):
             counts[s] += 1
-    problem = stats.check_distribution(counts, [1 / n_starts] * n_starts, labels="start")
-    assert problem is None, f"3.get_batch: starts are not uniform: {problem}\n  counts per start: {counts}"
+    return counts
+
+
+def _start_causes(counts: list[int]) -> list[str]:
+    """The start-distribution switches (oracles/training.py) the counts pass the uniform test's check against."""
+    return [
+        cause
+        for cause, replay in KNOWN_BUGS.causes("3.get_batch").items()
+        if stats.check_distribution(counts, replay(len(counts)), labels="start") is None
+    ]
 
 
 # --- checkpointing ------------------------------------------------------------------------

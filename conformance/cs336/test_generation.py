@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import example, given, note
 
-from lmspec.conformance import hints, stats
+from lmspec.conformance import hints, near, stats
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.cs336.oracles.training import (
     F64,
@@ -61,6 +61,7 @@ def test_temperature_softmax_matches_float64(run_temperature_softmax, device, ca
         hints=bugs,
         again=lambda: _tempered(run_temperature_softmax, device, _logits(second), second.temperature),
         context=f"logits {tuple(logits.shape)} float32 (std {case.scale:.3g}) on {device}",
+        near=(near.sums_to_one(-1), near.scale),
     )
 
 
@@ -136,6 +137,7 @@ def test_top_p_keeps_smallest_set_at_exact_boundaries(run_top_p_filter, device, 
         rule=f"4.generation: top-p {top_p} of {_DYADIC} keeps {len(kept)} token(s), renormalised",
         hints=bugs,
         again=lambda: _filtered(run_top_p_filter, device, second),
+        near=(near.zeros, near.sums_to_one(-1)),
     )
     dropped = expected == 0
     assert bool((got.detach().cpu()[dropped] == 0).all()), "4.generation: filtered-out tokens must be exactly 0"
@@ -192,6 +194,35 @@ _SAMPLING_CASES = {  # (logits, temperature, top_p): cumulative sums stay ≥ 1e
 }
 
 
+#: The sampling test's second inputs, for its likely causes only (oracles/training.py,
+#: "4.generation/sampling"): τ ≠ 1 and p < 1, where every switch differs from the oracle.
+_SECOND_SAMPLING = (
+    ([1.5, 1.1, 0.8, 0.2, -0.3, -1.0, -2.0], 0.7, 0.8),
+    ([0.9, 0.4, 0.1, -0.2, -0.6, -1.5], 1.6, 0.7),
+)
+
+
+def _draw(run_sample_next_token, values, temperature, top_p, draws=2000) -> list[int]:
+    """Per-token counts of ``draws`` samples from a generator seeded 2024."""
+    gen = torch.Generator().manual_seed(2024)
+    counts = [0] * len(values)
+    for _ in range(draws):
+        token = int(run_sample_next_token(torch.tensor(values), temperature, top_p, gen))
+        assert 0 <= token < len(values), f"4.generation: sampled id {token} outside 0..{len(values) - 1}"
+        counts[token] += 1
+    return counts
+
+
+def _sampling_causes(counts, values, temperature, top_p) -> list[str]:
+    """The sampling switches whose distribution the counts pass the oracle's test against."""
+    logits = torch.tensor(values)
+    return [
+        cause
+        for cause, replay in KNOWN_BUGS.causes("4.generation/sampling").items()
+        if stats.check_distribution(counts, replay(logits, temperature, top_p).tolist(), labels="token") is None
+    ]
+
+
 @spec("4.generation")
 @pytest.mark.parametrize("name", list(_SAMPLING_CASES))
 def test_sample_next_token_matches_filtered_distribution(run_sample_next_token, name):
@@ -203,17 +234,20 @@ def test_sample_next_token_matches_filtered_distribution(run_sample_next_token, 
     probs = top_p_filter64(temperature_softmax64(logits, temperature), top_p)
     sorted_cum = temperature_softmax64(logits, temperature).sort(descending=True).values.cumsum(0)
     assert bool(((sorted_cum - top_p).abs() >= 1e-3).all() | (top_p == 1.0)), "test case too close to the boundary"
-    gen = torch.Generator().manual_seed(2024)
-    draws = 2000
-    counts = [0] * len(values)
-    for _ in range(draws):
-        token = int(run_sample_next_token(logits.clone(), temperature, top_p, gen))
-        assert 0 <= token < len(values), f"4.generation: sampled id {token} outside 0..{len(values) - 1}"
-        counts[token] += 1
+    counts = _draw(run_sample_next_token, values, temperature, top_p)
     problem = stats.check_distribution(counts, probs.tolist(), labels="token")
+    second = hints.other(_SAMPLING_CASES[name], *_SECOND_SAMPLING)
+    causes = (
+        hints.confirmed(
+            _sampling_causes(counts, values, temperature, top_p),
+            lambda: _sampling_causes(_draw(run_sample_next_token, *second), *second),
+        )
+        if problem
+        else []
+    )
     assert problem is None, (
         f"4.generation: samples do not follow top_p(softmax(v/τ)) with τ={temperature}, "
-        f"p={top_p}: {problem}\n"
+        f"p={top_p}: {problem}{hints.likely_causes(causes)}\n"
         f"  counts {counts}\n  expected probabilities {[round(x, 4) for x in probs.tolist()]}"
     )
 
@@ -238,10 +272,27 @@ def test_sample_next_token_reproducible_with_seeded_generator(run_sample_next_to
             torch.manual_seed(global_seed)  # the global RNG must not matter
             return [int(run_sample_next_token(logits, 1.0, 1.0, gen)) for _ in range(40)]
 
-    assert_equal(
-        draw(5, global_seed=1),
-        draw(5, global_seed=2),
-        rule="4.generation: same generator seed, same samples (use the generator argument)",
+    def generator_untouched(seed: int) -> list[str]:
+        """The cause, where 40 samples vary but the generator passed in is never
+        drawn from (its state after them is the seeded one: the worker writes a
+        generator's state back after each call)."""
+        gen = torch.Generator().manual_seed(seed)
+        seeded = gen.get_state().clone()
+        samples = [int(run_sample_next_token(logits, 1.0, 1.0, gen)) for _ in range(40)]
+        if len(set(samples)) > 1 and torch.equal(gen.get_state(), seeded):
+            return [
+                "the generator argument is never drawn from (its state is unchanged after 40 samples): "
+                "pass generator= to torch.multinomial"
+            ]
+        return []
+
+    hints.failing_with_causes(
+        lambda: assert_equal(
+            draw(5, global_seed=1),
+            draw(5, global_seed=2),
+            rule="4.generation: same generator seed, same samples (use the generator argument)",
+        ),
+        lambda: hints.confirmed(generator_untouched(5), lambda: generator_untouched(7)),
     )
 
 
@@ -278,18 +329,53 @@ def _generate(run_generate, weights, prompt, max_new, *, eos, temperature=0.0, t
     return [int(t) for t in out]
 
 
+#: The tokens the model runs on at each step, as the window's switches take them
+#: (the oracle's is the last context_length).
+_WINDOWS = {
+    "the model ran on the whole sequence instead of the last context_length tokens": lambda tokens: tokens,
+    "the model ran on the first context_length tokens instead of the last": lambda tokens: tokens[: CFG.context_length],
+}
+#: The decoding tests' second input for their likely causes: a prompt longer than the context.
+_SECOND_PROMPT = [(5 * i + 4) % CFG.vocab_size for i in range(CFG.context_length + 2)]
+
+
+def _window_causes(got: list[int], weights, prompt: list[int]) -> list[str]:
+    """The window switches whose float64 greedy decode gives ``got``."""
+    named = []
+    for cause, window in _WINDOWS.items():
+        tokens = list(prompt)
+        for _ in got:
+            tokens.append(int(lm_logits64(CFG, weights, window(tokens))[-1].argmax()))
+        if tokens[len(prompt) :] == got:
+            named.append(cause)
+    return named
+
+
+def _check_greedy(run_generate, weights, prompt, expected, rule: str) -> None:
+    """The greedy decode of ``prompt`` is ``expected``; where it is not, the
+    window switches that give it here and on the second prompt are named."""
+    __tracebackhide__ = True
+    got = _generate(run_generate, weights, prompt, len(expected), eos=_unused_id(expected))
+    second = _SECOND_PROMPT
+
+    def again() -> list[str]:
+        want, _ = greedy_decode64(CFG, weights, second, len(expected))
+        return _window_causes(
+            _generate(run_generate, weights, second, len(want), eos=_unused_id(want)), weights, second
+        )
+
+    hints.failing_with_causes(
+        lambda: assert_equal(got, expected, rule=rule, context=f"prompt {prompt}"),
+        lambda: hints.confirmed(_window_causes(got, weights, prompt), again),
+    )
+
+
 @spec("4.generation")
 def test_generate_greedy_matches_float64_oracle(run_generate):
     """τ = 0 decodes greedily: the new tokens equal the float64 oracle's greedy
     continuation (run on the last context_length tokens), max_new_tokens of them."""
     weights, expected, _, _ = _lm()
-    got = _generate(run_generate, weights, PROMPT, len(expected), eos=_unused_id(expected))
-    assert_equal(
-        got,
-        expected,
-        rule="4.generation: greedy continuation (new tokens only)",
-        context=f"prompt {PROMPT}",
-    )
+    _check_greedy(run_generate, weights, PROMPT, expected, "4.generation: greedy continuation (new tokens only)")
 
 
 @spec("4.generation")
@@ -299,12 +385,22 @@ def test_generate_stops_after_eos(run_generate):
     j = next(i for i in range(1, len(greedy)) if greedy[i] not in greedy[:i])
     got = _generate(run_generate, weights, PROMPT, len(greedy), eos=greedy[j])
     want = greedy[: j + 1]
-    msg = "4.generation: stop after emitting eos (included)"
+    # the tokens themselves are the evidence: the right ones, then more after eos (or eos missing)
     if len(got) > len(want) and got[: j + 1] == want:
-        msg += "; likely cause: the loop does not stop at eos"
+        causes = ["the loop does not stop at eos"]
     elif got == want[:-1]:
-        msg += "; likely cause: eos was dropped from the returned tokens"
-    assert_equal(got, want, rule=msg, context=f"prompt {PROMPT}, eos {greedy[j]}")
+        causes = ["eos was dropped from the returned tokens"]
+    else:
+        causes = []
+    hints.failing_with_causes(
+        lambda: assert_equal(
+            got,
+            want,
+            rule="4.generation: stop after emitting eos (included)",
+            context=f"prompt {PROMPT}, eos {greedy[j]}",
+        ),
+        lambda: causes,
+    )
 
 
 @spec("4.generation")
@@ -312,18 +408,8 @@ def test_generate_uses_last_context_length_tokens(run_generate):
     """A prompt longer than context_length: each step runs the model on the last
     context_length tokens only (float64 oracle with the same window)."""
     weights, _, long_prompt, expected = _lm()
-    got = _generate(run_generate, weights, long_prompt, len(expected), eos=_unused_id(expected))
-
-    def unwindowed():
-        tokens = list(long_prompt)
-        for _ in expected:
-            tokens.append(int(lm_logits64(CFG, weights, tokens)[-1].argmax()))
-        return tokens[len(long_prompt) :]
-
     rule = f"4.generation: prompt of {len(long_prompt)} tokens > context_length {CFG.context_length}"
-    if got != expected and got == unwindowed():
-        rule += "; likely cause: the model ran on the whole sequence instead of the last context_length tokens"
-    assert_equal(got, expected, rule=rule, context=f"prompt {long_prompt}")
+    _check_greedy(run_generate, weights, long_prompt, expected, rule)
 
 
 @spec("4.generation")

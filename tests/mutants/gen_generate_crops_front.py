@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": ("tokens[:context_length] instead of tokens[-context_length:]: long prompts freeze the window"),
     "run": ["4.generation"],
+    "hinted": ["the first context_length tokens instead of the last"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": "generation continues after emitting eos, always max_new_tokens tokens",
     "run": ["4.generation"],
+    "hinted": ["the loop does not stop at eos"],
 }
 
 

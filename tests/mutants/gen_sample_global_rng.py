@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": "torch.multinomial without generator=: a seeded generator does not repeat the samples",
     "run": ["4.generation"],
+    "hinted": ["the generator argument is never drawn from"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "4.generation",
     "bug": ("samples from softmax(v / tau) without top-p filtering: tokens outside the nucleus appear"),
     "run": ["4.generation"],
+    "hinted": ["without the top-p filter"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "2.accounting",
     "bug": "lm_head not counted (assumes tied embeddings)",
     "run": ["2.accounting"],
+    "hinted": ["one vocab_size×d_model matrix not counted"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "2.accounting",
     "bug": "attn_scores/attn_values halved for the causal mask",
     "run": ["2.accounting"],
+    "hinted": ["halved for the causal mask"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "2.rmsnorm",
     "bug": "result returned in float32 for a bfloat16 input (no .to(in_dtype))",
     "run": ["2.rmsnorm"],
+    "hinted": ["returned in float32: cast the result back"],
 }
 
 

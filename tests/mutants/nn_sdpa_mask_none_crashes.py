@@ -11,6 +11,7 @@ MUTANT = {
     "spec": "2.sdpa",
     "bug": "mask=None not handled: ~mask raises TypeError",
     "run": ["2.sdpa"],
+    "hinted": ["mask=None not handled"],
 }
 
 

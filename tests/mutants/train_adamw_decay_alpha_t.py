@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "decay theta -= alpha_t * lambda * theta instead of lr * lambda * theta",
     "run": ["3.adamw"],
+    "hinted": ["weight decay scaled by α_t instead of lr"],
 }
 
 

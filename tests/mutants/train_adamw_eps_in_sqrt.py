@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "eps inside the square root",
     "run": ["3.adamw"],
+    "hinted": ["eps inside the square root"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "per-group lr/betas/eps/weight_decay ignored (self.defaults used for every group)",
     "run": ["3.adamw"],
+    "hinted": ["the constructor's hyperparameters were used for every group"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "weight decay folded into the gradient (Adam + L2), not decoupled",
     "run": ["3.adamw"],
+    "hinted": ["weight decay added to the gradient (Adam + L2)"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "parameters whose grad is None are updated with a zero gradient instead of skipped",
     "run": ["3.adamw"],
+    "hinted": ["a parameter whose grad is None was updated"],
 }
 
 

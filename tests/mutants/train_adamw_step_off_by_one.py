@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.adamw",
     "bug": "step count off by one: bias correction of the first update uses t = 2",
     "run": ["3.adamw"],
+    "hinted": ["step count off by one"],
 }
 
 

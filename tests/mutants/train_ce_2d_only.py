@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "3.cross_entropy",
     "bug": "logits[arange(batch), targets]: only 2-D (batch, vocab) logits work",
     "run": ["3.cross_entropy"],
+    "hinted": ["only (batch, vocab) logits handled"],
 }
 
 

@@ -8,7 +8,7 @@ MUTANT = {
     "spec": "3.checkpoint",
     "bug": "save_checkpoint stores model and iteration only; resuming restarts AdamW's m, v, t",
     "run": ["3.checkpoint"],
-    "hinted": ["optimizer state not saved or not restored"],
+    "hinted": ["optimizer state not saved or not restored", "optimizer.state_dict() not saved or not loaded"],
     "never_hinted": ["explained by"],
 }
 

@@ -18,6 +18,7 @@ MUTANT = {
         "another epsilon placement is within the official test's tolerance (SPEC §3: MUST at atol 1e-6, "
         "the epsilon a STRICT finding)"
     ),
+    "hinted": ["no epsilon, max_norm/norm"],
 }
 
 

@@ -9,6 +9,9 @@ MUTANT = {
     "bug": "each gradient clipped by its own L2 norm instead of one global norm",
     "run": ["3.gradient_clipping"],
     "hinted": ["clipped each parameter by its own norm"],
+    # test_gradient_clipping_uses_one_global_norm: every parameter's own norm is below
+    # max_norm, so clipping each by its own norm gives exactly the unscaled gradients
+    "also_named": ["gradients left unscaled although the global norm of all of them exceeds max_norm"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "3.get_batch",
     "bug": "tensors keep the array's dtype (torch.from_numpy without .long())",
     "run": ["3.get_batch"],
+    "hinted": ["the array's dtype kept"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.get_batch",
     "bug": "torch.tensor(x, dtype=long) copies the whole memmap (4x its size) for one batch",
     "run": ["3.get_batch"],
+    "hinted": ["the whole array was copied or converted"],
 }
 
 

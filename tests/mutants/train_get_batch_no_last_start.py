@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "3.get_batch",
     "bug": "starts drawn from 0..len(x)-m-2: randint's exclusive high given len(x)-m-1",
     "run": ["3.get_batch"],
+    "hinted": ["is never drawn (an exclusive upper bound one too low)"],
 }
 
 

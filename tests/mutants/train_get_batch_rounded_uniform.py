@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "3.get_batch",
     "bug": ("starts = round(U(0,1) * (n_starts - 1)): every start reachable, endpoints half as likely"),
     "run": ["3.get_batch"],
+    "hinted": ["the first and last start are half as likely"],
 }
 
 

@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "3.cosine_schedule",
     "bug": ("cosine progress (t - T_w) / T_c instead of (t - T_w) / (T_c - T_w): not alpha_min at T_c"),
     "run": ["3.cosine_schedule"],
+    "hinted": ["cosine progress over T_c instead of T_c − T_w"],
 }
 
 

@@ -314,6 +314,30 @@ def adamw_bug_hints(
     return hints
 
 
+# --- §3 get_batch: the distribution of the starts ---------------------------------------
+# A replay takes the number of valid starts n (0..len(x)−m−1) and returns the
+# probability of each start the bug draws with, compared with the drawn
+# starts' counts by the same statistical test as the uniform oracle's.
+def _rounded_uniform(n: int) -> list[float]:
+    if n < 2:
+        raise ValueError("one start: rounding changes nothing")
+    return [0.5 / (n - 1) if s in (0, n - 1) else 1 / (n - 1) for s in range(n)]
+
+
+for _cause, _replay in (
+    (
+        "starts = round(U(0, 1)·(n − 1)): the first and last start are half as likely; draw integers (randint)",
+        _rounded_uniform,
+    ),
+    (
+        "the last valid start len(x) − m − 1 is never drawn (an exclusive upper bound one too low)",
+        lambda n: [1 / (n - 1) if s < n - 1 else 0.0 for s in range(n)],
+    ),
+    ("start 0 is never drawn (starts from 1)", lambda n: [1 / (n - 1) if s > 0 else 0.0 for s in range(n)]),
+):
+    KNOWN_BUGS.add("3.get_batch", _cause, _replay)
+
+
 # --- §3 cosine schedule ----------------------------------------------------------
 def cosine_lr(t: int, alpha_max: float, alpha_min: float, warmup: int, cycle: int) -> float:
     """SPEC §3: linear warmup to α_max over T_w, cosine to α_min at T_c, then α_min."""
@@ -481,6 +505,35 @@ for _item, _cause, _replay in (
     ("4.generation/top_p", "not renormalised", lambda probs, p: _top_p_count(probs, p, 0, renormalise=False)),
 ):
     KNOWN_BUGS.add(_item, _cause, _replay)
+
+
+# One sampling step: a replay gives the distribution the bug samples from
+# (logits, τ > 0, p), compared with the draws' counts by the same statistical
+# test as the oracle's; each term of top_p(softmax(v/τ)) left out or misplaced.
+for _cause, _replay in (
+    (
+        "sampled from softmax(v/τ) without the top-p filter",
+        lambda v, t, p: temperature_softmax64(v, t),
+    ),
+    (
+        "temperature not applied: sampled from top_p(softmax(v))",
+        lambda v, t, p: top_p_filter64(temperature_softmax64(v, 1.0), p),
+    ),
+    (
+        "multiplied by τ instead of dividing: sampled from top_p(softmax(v·τ))",
+        lambda v, t, p: top_p_filter64(torch.softmax(v.double() * t, -1), p),
+    ),
+):
+    KNOWN_BUGS.add("4.generation/sampling", _cause, _replay)
+
+
+@KNOWN_BUGS.register(
+    "4.generation/sampling", "top-p taken on softmax(v) before the temperature: the nucleus of τ = 1, then softmax(v/τ)"
+)
+def _nucleus_before_temperature(v, t, p):
+    keep = top_p_filter64(temperature_softmax64(v, 1.0), p) > 0
+    q = torch.where(keep, temperature_softmax64(v, t), torch.zeros((), dtype=F64))
+    return q / q.sum(-1, keepdim=True)
 
 
 # The float64 LM is SPEC §2's oracle (conformance/cs336/oracles/nn.py, written
