@@ -164,3 +164,41 @@ def test_a_tokenizer_that_needs_a_merge_is_named():
     check = lambda: test_tokenizer.test_encode_with_no_merges_is_one_id_per_byte(_factory(no_merges=True))
     assert _named(check) == [test_tokenizer.NO_MERGES]
     test_tokenizer.test_encode_with_no_merges_is_one_id_per_byte(_factory())
+
+
+#: The special-token lists of the training tests (none, one, two).
+TRAINING_SPECIALS = ([], [EOT], [EOT, "<|pad|>"])
+
+
+@pytest.mark.parametrize("specials", TRAINING_SPECIALS, ids=len)
+def test_the_training_second_input_tells_every_known_bug_apart(specials):
+    """On test_train_bpe's second input every known training bug gives merges
+    of its own, none of them the rule's: each can be confirmed there."""
+    text = test_train_bpe.second_input_text(specials)
+    size = 256 + len(specials) + test_train_bpe.SECOND_INPUT_MERGES
+    runs = {(): bpe_replay.train_bpe(text, size, specials).merges}
+    for cause, switch in bpe_replay.KNOWN_BUGS.items():
+        if switch.keys() & {"split_specials", "drop_specials"} and not specials:
+            continue
+        merges = bpe_replay.train_bpe(text, size, specials, **switch).merges
+        same = [c for c, m in runs.items() if m == merges]
+        assert not same, f"{cause}: the same merges as {same[0] or 'the rule'}"
+        runs[cause] = merges
+
+
+@pytest.mark.parametrize("cause", list(bpe_replay.KNOWN_BUGS), ids=lambda c: c[:50])
+def test_a_training_switch_gets_exactly_its_cause(cause, tmp_path):
+    """A trainer that is the oracle with one switch on fails check_merges on a
+    corpus of its own and is told exactly that switch, confirmed on the second input."""
+    switch = bpe_replay.KNOWN_BUGS[cause]
+
+    def run_train_bpe(input_path, vocab_size, special_tokens):
+        result = bpe_replay.train_bpe(input_path.read_bytes().decode("utf-8"), vocab_size, special_tokens, **switch)
+        return result.vocab, result.merges
+
+    text = "the cat sat<|endoftext|>x<|endoftext|>y aaa aaa aaa IT'S IT'S O'Sullivan " * 4
+    _vocab, merges = test_train_bpe.train(run_train_bpe, tmp_path, text, 256 + 1 + 12, [EOT])
+    check = lambda: test_train_bpe.check_merges(
+        merges, text, 256 + 1 + 12, [EOT], "r", run_train_bpe=run_train_bpe, corpus_dir=tmp_path
+    )
+    assert _named(check) == [cause]

@@ -80,9 +80,11 @@ def _encode_or_none(impl, tok, text: str) -> list[int] | None:
 
 
 #: The second input of every encode_iterable test: lines with blank lines and
-#: whitespace runs across them; a cause is named only when its replay gives
-#: the implementation's ids here too.
-SECOND_STREAM = ["Hello  world.\n", "\n", "\n", "  the cat", " sat down\n", "\n", "on the mat"]
+#: whitespace runs across them, and a word cut in two (" th" + "e": encoding
+#: each chunk on its own differs from encoding the text here, as skipping the
+#: blank lines or dropping the end does); a cause is named only when its
+#: replay gives the implementation's ids here too, and they are wrong here.
+SECOND_STREAM = ["Hello  world.\n", "\n", "\n", "  th", "e cat", " sat down\n", "\n", "on the mat"]
 
 
 def _iterable_causes(impl, tok, chunks: list[str], got: list[int], expected: list[int]) -> list[str]:
@@ -107,10 +109,14 @@ def _iterable_causes(impl, tok, chunks: list[str], got: list[int], expected: lis
 
 
 def _second_causes(impl, tok) -> list[str]:
+    """The causes the second input confirms: none where the implementation's
+    encode fails there (nothing to compare with) or where its encode_iterable
+    is right there (a replay that is right there too is no evidence)."""
     expected = _encode_or_none(impl, tok, "".join(SECOND_STREAM))
-    if expected is None:  # its own encode fails there: nothing to compare with
+    if expected is None:
         return []
-    return _iterable_causes(impl, tok, SECOND_STREAM, list(tok.encode_iterable(iter(SECOND_STREAM))), expected)
+    got = list(tok.encode_iterable(iter(SECOND_STREAM)))
+    return [] if got == expected else _iterable_causes(impl, tok, SECOND_STREAM, got, expected)
 
 
 def assert_iterable_equals_encode(impl, tok, chunks: list[str], *, rule: str) -> None:

@@ -44,11 +44,26 @@ def train(run_train_bpe, folder: Path, text: str, vocab_size: int, special_token
 #: The second input of every training test, on which a likely cause must be
 #: confirmed before it is shown (a trainer whose bug is elsewhere is never
 #: told "the stopping test is off by one" because one corpus happened to
-#: look so): the built-in sample text's first SECOND_INPUT_CHARS characters,
-#: the failing input's special tokens, SECOND_INPUT_MERGES merges (fewer
-#: than its pairs allow, so the stopping test is exercised).
+#: look so): :func:`second_input_text`, the failing input's special tokens,
+#: SECOND_INPUT_MERGES merges (fewer than its pairs allow, so the stopping
+#: test is exercised).
 SECOND_INPUT_CHARS = 3000
 SECOND_INPUT_MERGES = 24
+#: How often the second input's tail repeats: enough for its pairs to be
+#: among the first SECOND_INPUT_MERGES merges.
+SECOND_INPUT_REPEATS = 30
+
+
+def second_input_text(special_tokens: Sequence[str]) -> str:
+    """The built-in sample text's first SECOND_INPUT_CHARS characters, then a
+    tail on which every known bug of bpe_replay.KNOWN_BUGS gives other merges
+    than the rule: "aaa" (a merge applied left to right or right to left),
+    "IT'S" (an upper-case contraction), "x" and "y" around each special token
+    (split on it, deleted, or counted as text)."""
+    tail = " aaa aaa IT'S" + "".join(f" x{s}y" for s in special_tokens)
+    return sample_training_text()[:SECOND_INPUT_CHARS] + tail * SECOND_INPUT_REPEATS
+
+
 _SECOND_CAUSES: dict[tuple, list[str] | None] = {}
 
 
@@ -67,7 +82,7 @@ def check_merges(
         # Once per trainer and special tokens: Hypothesis calls a failing test again while it shrinks.
         key = (id(getattr(run_train_bpe, "__wrapped__", run_train_bpe)), tuple(special_tokens))
         if key not in _SECOND_CAUSES:
-            second_text = sample_training_text()[:SECOND_INPUT_CHARS]
+            second_text = second_input_text(special_tokens)
             second_size = 256 + len(special_tokens) + SECOND_INPUT_MERGES
             try:
                 _, second_merges = train(run_train_bpe, corpus_dir, second_text, second_size, special_tokens)
@@ -136,11 +151,11 @@ def check_vocab(
 
 def _second_vocab_causes(run_train_bpe, corpus_dir: Path, special_tokens: Sequence[str]) -> list[str]:
     """The vocab bugs the second input reproduces: the implementation trained on
-    the built-in text (:data:`SECOND_INPUT_CHARS`) with two special tokens
+    :func:`second_input_text` with two special tokens
     other than the failing input's (so a bug of the special tokens shows)."""
     specials = [s for s in ("<|endoftext|>", "<|pad|>", "<|sep|>") if s not in special_tokens][:2]
     size = 256 + len(specials) + SECOND_INPUT_MERGES
-    vocab, merges = train(run_train_bpe, corpus_dir, sample_training_text()[:SECOND_INPUT_CHARS], size, specials)
+    vocab, merges = train(run_train_bpe, corpus_dir, second_input_text(specials), size, specials)
     return bpe_replay.vocab_causes(vocab, merges, specials)
 
 

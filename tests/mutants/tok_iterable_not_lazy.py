@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.encode_iterable",
     "bug": "yield from encode(''.join(iterable)): correct ids, but reads the whole stream first",
     "run": ["1.3.encode_iterable"],
+    "hinted": ["the whole iterable read before the first id is yielded"],
 }
 
 

@@ -326,7 +326,8 @@ class MergeMismatch(NamedTuple):
 
     def text(self, causes: Sequence[str] | None = None) -> str:
         shown = self.causes if causes is None else [c for c in self.causes if c in causes]
-        return "\n".join(self.lines[:1] + [f"  likely cause: {c}" for c in shown] + self.lines[1:])
+        found = [f"  {hints.likely_causes(shown)[2:]}"] if shown else []  # several: one ambiguous finding
+        return "\n".join(self.lines[:1] + found + self.lines[1:])
 
 
 def describe_merge_mismatch(
