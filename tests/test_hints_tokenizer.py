@@ -20,7 +20,7 @@ from lmspec.conformance.cs336 import (
     test_train_bpe,
 )
 from lmspec.conformance.cs336.oracles import bpe_replay
-from lmspec.conformance.cs336.oracles.tokenizer import EOT, KNOWN_BUGS, EncodeOracle
+from lmspec.conformance.cs336.oracles.tokenizer import EOT, KNOWN_BUGS, EncodeOracle, slow_trained_vocab
 from lmspec.conformance.hints import named_causes
 
 #: make_case caches a tokenizer per id(get_tokenizer): keep every factory alive
@@ -202,3 +202,34 @@ def test_a_training_switch_gets_exactly_its_cause(cause, tmp_path):
         merges, text, 256 + 1 + 12, [EOT], "r", run_train_bpe=run_train_bpe, corpus_dir=tmp_path
     )
     assert _named(check) == [cause]
+
+
+class _CutSpecialAsText(_Switched):
+    """encode_iterable encodes a special token cut by a chunk boundary as text
+    (the switch's replay, over the oracle's encode), exactly otherwise."""
+
+    def __init__(self, vocab, merges, specials):
+        super().__init__(vocab, merges, specials)
+        self.specials = list(specials or ())
+
+    def encode_iterable(self, iterable):
+        chunks = list(iterable)
+        cut = test_tokenizer_iterable._cut_special_replay(_IMPL, self, chunks, self.specials)
+        yield from self.encode("".join(chunks)) if cut is None else cut
+
+
+_IMPL = types.SimpleNamespace(repeats=types.SimpleNamespace(paused=contextlib.nullcontext))
+
+
+def test_a_special_token_cut_at_a_chunk_boundary_is_named():
+    """The switch fails on a long chunk ending in half a special token and is
+    told exactly its cause, confirmed on the second cut stream; encoding each
+    chunk on its own differs from it there, so the two are told apart."""
+    vocab, merges = slow_trained_vocab()
+    tok = _CutSpecialAsText(vocab, merges, [EOT])
+    chunks = [test_tokenizer_iterable.long_prefix("<|endof"), "text|", ">x"]
+    check = lambda: test_tokenizer_iterable.assert_iterable_equals_encode(_IMPL, tok, chunks, rule="r", specials=(EOT,))
+    assert _named(check) == [test_tokenizer_iterable._CUT_SPECIAL]
+    second = test_tokenizer_iterable.second_cut_stream()
+    per_chunk = [i for c in second for i in tok.encode(c)]
+    assert per_chunk != test_tokenizer_iterable._cut_special_replay(_IMPL, tok, second, [EOT])
