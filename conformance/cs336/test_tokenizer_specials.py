@@ -61,11 +61,12 @@ def test_special_tokens_longest_match_wins(get_tokenizer, specials):
     """When special tokens overlap (one is a prefix or substring of another),
     the longest match wins, whatever the order of the list."""
     c = slow_case(get_tokenizer, specials)
-    # The second input: the other kind of pair. With <|endoftext|> (in the
+    # The second input: another kind of pair. With <|endoftext|> (in the
     # vocabulary) and the absent <|endoftext|><|endoftext|>, adding no absent
-    # special gives the ids of the shortest match on every text; with two
-    # absent specials, so does splitting on no special at all.
-    other = slow_case(get_tokenizer, ("<|x|>", "[<|x|>]") if EOT in specials else (EOT, DOUBLE))
+    # special gives the ids of the shortest match on every text (so: two absent
+    # specials, one a prefix of the other); with two absent specials, so does
+    # splitting on no special at all (so: one special in the vocabulary).
+    other = slow_case(get_tokenizer, ("<|x|>", "<|x|>y") if EOT in specials else (EOT, DOUBLE))
     long, short = sorted(specials, key=len, reverse=True)
     for text in (long, short + long, long + short, f"a{long}b{short}c", short * 3):
         assert_encodes(
