@@ -557,15 +557,15 @@ def assert_encodes(
     *,
     rule: str,
     encode: Callable[[str], Sequence[int]] | None = None,
-    second_case: "tuple[EncodeOracle, Callable[[str], Sequence[int]]] | None" = None,
+    second_case: "Callable[[], tuple[EncodeOracle, Callable[[str], Sequence[int]]]] | None" = None,
 ) -> None:
     """``got`` is the SPEC §1.3 encoding of ``text`` (tiktoken or literal pair
     rule). A likely cause is named when its replay gives ``got`` and, on the
     second input (:func:`second_encode_text`), what ``encode`` (the
     implementation's) gives there; without ``encode`` none is named.
-    ``second_case``: the oracle and encode of another tokenizer of the
+    ``second_case``: gives the oracle and encode of another tokenizer of the
     implementation's to take the second input to (where no text tells this
-    tokenizer's switches apart)."""
+    tokenizer's switches apart), built only when a cause needs confirming."""
     __tracebackhide__ = True
     got = list(got)
     problem = oracle.mismatch(got, text)
@@ -573,11 +573,12 @@ def assert_encodes(
         return
     causes: list[str] = []
     if encode is not None:
-        other, other_encode = second_case or (oracle, encode)
-        causes = hints.confirmed(
-            encode_hints(oracle, got, text),
-            lambda: _wrong_encode_hints(other, other_encode, second_encode_text(other, text)),
-        )
+
+        def again() -> list[str]:
+            other, other_encode = second_case() if second_case else (oracle, encode)
+            return _wrong_encode_hints(other, other_encode, second_encode_text(other, text))
+
+        causes = hints.confirmed(encode_hints(oracle, got, text), again)
     lines = [f"{rule}: {problem}{hints.likely_causes(causes)}"]  # several: one ambiguous finding
     lines.append(f"  input: {text[:300]!r}{'...' if len(text) > 300 else ''} (special tokens {oracle.special_tokens})")
     raise AssertionError("\n".join(lines))
