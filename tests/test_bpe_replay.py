@@ -144,6 +144,40 @@ def test_memory_hint_names_what_memory_scales_with():
     assert "fixed-size buffer" in hint(buffer)
 
 
+def _with_reuse(growth):
+    """Measured growth when memory freed by earlier runs is reused: each run's
+    peak rises only by what it needs beyond the most any run before it took."""
+    most = [0.0]
+
+    def measured(chars, fresh):
+        need = growth(chars, fresh)
+        seen, most[0] = most[0], max(most[0], need)
+        return need - seen
+
+    return measured
+
+
+def test_memory_hint_sees_what_is_kept_through_reused_memory():
+    """A run after the first reuses the memory the first freed (its measured
+    growth is smaller than what it needs): the stream kept is still told
+    from a pre-token cache (a kept stream was once told "a pre-token cache")."""
+
+    def hint(growth):
+        measured = _with_reuse(growth)
+        return encode_iterable_memory_hint(
+            measured, stream_chars=2_000_000, observed_kib=measured(2_000_000, True), bound_kib=1024
+        )
+
+    def kept(chars, fresh):  # every chunk kept: 2.8 MB for 2 MB of lines, fresh or repeating
+        return 2.8 * chars / 2000
+
+    def unbounded(chars, fresh):
+        return 5 * chars / 2000 if fresh else 30
+
+    assert "proportional to the stream is kept" in hint(kept)
+    assert "keeps every distinct pre-token" in hint(unbounded)
+
+
 def test_memory_stream_lines_sizes_and_kinds():
     fresh = list(memory_stream_lines(20_000))
     repeated = list(memory_stream_lines(20_000, fresh=False))

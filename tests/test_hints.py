@@ -10,8 +10,8 @@ import torch
 
 from lmspec.conformance import hints
 from lmspec.conformance.asserts import assert_close
+from lmspec.conformance.cs336 import test_train_bpe
 from lmspec.conformance.cs336.oracles import bpe_replay
-from lmspec.conformance.cs336.oracles.tokenizer import sample_training_text
 from lmspec.conformance.cs336.oracles.training import KNOWN_BUGS, cosine_lr
 from lmspec.conformance.tolerances import EXACT
 
@@ -38,7 +38,7 @@ def _causes(trainer, text: str, vocab_size: int) -> list[str]:
     return [] if mismatch is None else mismatch.causes
 
 
-SECOND = (sample_training_text()[:3000], 256 + 24)  # test_train_bpe.SECOND_INPUT_*
+SECOND = (test_train_bpe.second_input_text([]), 256 + test_train_bpe.SECOND_INPUT_MERGES)
 
 
 def test_one_input_can_look_like_the_wrong_bug():

@@ -40,7 +40,15 @@ def causes() -> dict[str, dict[str, list[str]]]:
     from lmspec.conformance.gpt2.parts import SWAPS as GPT2_SWAPS
 
     found: dict[str, list[str]] = defaultdict(list)
-    for registry in (nn_bugs.KNOWN_BUGS, training.KNOWN_BUGS, gpt2_bugs.KNOWN_BUGS, encdec_bugs.KNOWN_BUGS):
+    registries = (
+        nn_bugs.KNOWN_BUGS,
+        training.KNOWN_BUGS,
+        gpt2_bugs.KNOWN_BUGS,
+        encdec_bugs.KNOWN_BUGS,
+        bpe_replay.VOCAB_BUGS,
+        tok.KNOWN_BUGS,
+    )
+    for registry in registries:
         for bug in registry:
             found[bug.item].append(bug.cause)
     found["1.2.train_bpe"] += list(bpe_replay.KNOWN_BUGS)

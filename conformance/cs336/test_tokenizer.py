@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import example, given
 
+from lmspec.conformance import hints
 from lmspec.conformance.asserts import assert_equal
 from lmspec.conformance.cs336.oracles import bpe_replay
 from lmspec.conformance.cs336.oracles.tokenizer import (
@@ -216,6 +217,21 @@ def test_encode_matches_rank_bpe_on_small_vocabularies(get_tokenizer, corpus: Bp
     )
 
 
+NO_MERGES = "an empty merge list is not supported (e.g. zip(*merges) or merges[0] on []): with one merge it builds"
+
+
+def _no_merges_causes(get_tokenizer) -> list[str]:
+    """The second input: the identity vocabulary, with no merge (the bug
+    raises) and with one merge (it builds and encodes)."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    try:
+        get_tokenizer(dict(vocab), [], None)
+    except Exception:
+        one = get_tokenizer(vocab | {256: b"ab"}, [(b"a", b"b")], None)
+        return [NO_MERGES] if list(one.encode("abc")) == [256, ord("c")] else []
+    return []
+
+
 @pytest.mark.spec("1.3.encode")
 def test_encode_with_no_merges_is_one_id_per_byte(get_tokenizer):
     """A tokenizer built with an empty merge list (what train_bpe returns at
@@ -225,9 +241,10 @@ def test_encode_with_no_merges_is_one_id_per_byte(get_tokenizer):
     try:
         tok = get_tokenizer(dict(vocab), [], None)
     except Exception as exc:
+        causes = hints.confirmed([NO_MERGES], lambda: _no_merges_causes(get_tokenizer))
         raise AssertionError(
             f"SPEC 1.3: get_tokenizer(vocab of the 256 bytes, merges=[], None) raised {raised(exc)}: "
-            "a tokenizer without merges must work"
+            f"a tokenizer without merges must work{hints.likely_causes(causes)}"
         ) from None
     text = "don't 42 naïve 😀\n\n"
     assert_equal(

@@ -7,7 +7,7 @@ from hypothesis import example, given
 
 from lmspec.conformance import hints
 from lmspec.conformance.asserts import assert_equal
-from lmspec.conformance.cs336.oracles.tokenizer import EOT
+from lmspec.conformance.cs336.oracles.tokenizer import EOT, decode_causes
 from lmspec.conformance.cs336.strategies.tokenizer import tokenizer_text, unicode_text
 from lmspec.conformance.cs336.test_tokenizer import TRAPS, Case, case, make_case, pin_traps, slow_case  # noqa: F401 (fixture)
 from lmspec.conformance.plain import raised
@@ -86,14 +86,11 @@ def _decoded(c: Case, pieces) -> str:
 
 
 def _decode_causes(pieces, got: str) -> list[str]:
-    """The known decode bugs whose replay on ``pieces`` gives ``got``."""
-    replays = {
-        "errors='ignore' (malformed bytes must become U+FFFD, not vanish)": b"".join(pieces).decode(
-            "utf-8", errors="ignore"
-        ),
-        _PER_ID: "".join(p.decode("utf-8", errors="replace") for p in pieces),
-    }
-    return [cause for cause, replayed in replays.items() if got == replayed]
+    """The known decode bugs (oracles/tokenizer.py KNOWN_BUGS) whose replay
+    on ``pieces`` (one id each, in a vocabulary of single bytes) gives ``got``."""
+    vocab = {i: p for i, p in enumerate(dict.fromkeys(pieces))}
+    ids_by_piece = {p: i for i, p in vocab.items()}
+    return decode_causes(vocab, [ids_by_piece[p] for p in pieces], got)
 
 
 @pytest.mark.spec("1.3.decode")
@@ -134,14 +131,26 @@ def test_decode_unknown_id_raises(get_tokenizer, where: str):
     (-1 is not the last id)."""
     c = slow_case(get_tokenizer)
     n = max(c.oracle.full_vocab) + 1
-    known = c.oracle.encode("hello world")
-    bad = {"past_the_end": n, "far_past_the_end": n + 10**6, "negative": -1}[where]
-    ids = [*known[:1], bad, *known[1:]]
+    ids = _with_unknown_id(c, "hello world", {"past_the_end": n, "far_past_the_end": n + 10**6, "negative": -1}[where])
     try:
         got = c.tokenizer.decode(ids)
     except Exception:
         return
-    raise AssertionError(
-        f"SPEC 1.3 (STRICT): decode({ids}) with unknown id {bad} returned {got!r} instead of raising "
-        f"(vocabulary has ids 0..{n - 1})"
+    # The second input: another text, another unknown id of the same kind.
+    second = _with_unknown_id(
+        c, "the cat sat, 42", {"past_the_end": n + 3, "far_past_the_end": n + 10**7}.get(where, -2)
     )
+    causes = hints.confirmed(
+        decode_causes(c.oracle.full_vocab, ids, got),
+        lambda: decode_causes(c.oracle.full_vocab, second, c.tokenizer.decode(second)),
+    )
+    raise AssertionError(
+        f"SPEC 1.3 (STRICT): decode({ids}) with unknown id {ids[1]} returned {got!r} instead of raising "
+        f"(vocabulary has ids 0..{n - 1}){hints.likely_causes(causes)}"
+    )
+
+
+def _with_unknown_id(c: Case, text: str, bad: int) -> list[int]:
+    """The ids of ``text`` with ``bad`` put second."""
+    known = c.oracle.encode(text)
+    return [*known[:1], bad, *known[1:]]

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("merge applied right to left, so overlapping occurrences (aaa) merge as a|aa instead of aa|a"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["a merge replaces occurrences right to left"],
 }
 
 

@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "1.1.pretokenize",
     "bug": ("each special-free segment is one word: merges span pre-token boundaries (e.g. 'a b' -> 'a', ' ')"),
     "run": ["1.1.pretokenize", "1.2.train_bpe"],
+    "hinted": ["pairs counted across pre-token boundaries"],
 }
 
 

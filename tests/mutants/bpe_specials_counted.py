@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("corpus not split on special tokens before pre-tokenization: '<|', 'endoftext', '|>' get merged"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["special tokens were pre-tokenized and counted as ordinary text"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("special tokens removed with str.replace, so 'x<|endoftext|>y' trains as 'xy' (merges across them)"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["special tokens deleted and their neighbours joined"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": "special tokens missing from the returned vocab (ids renumbered 0..len-1 without them)",
     "run": ["1.2.train_bpe"],
+    "hinted": ["special tokens left out of the returned vocab"],
 }
 
 

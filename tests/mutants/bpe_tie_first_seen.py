@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("most frequent pair picked with max(counts, key=counts.get): ties go to the first pair seen"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["ties broken by the order pairs were first counted"],
 }
 
 

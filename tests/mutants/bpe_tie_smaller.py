@@ -10,6 +10,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("ties between equally frequent pairs go to the smaller pair (min) instead of the greater"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["ties broken toward the lexicographically smaller pair"],
 }
 
 

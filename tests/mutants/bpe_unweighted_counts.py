@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.2.train_bpe",
     "bug": ("each distinct pre-token counted once: pair counts ignore how often the pre-token occurs"),
     "run": ["1.2.train_bpe"],
+    "hinted": ["pair counts not weighted by pre-token frequency"],
 }
 
 

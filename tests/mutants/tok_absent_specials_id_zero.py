@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.special_tokens",
     "bug": "special ids looked up with token_to_id.get(token, 0): an absent special token becomes id 0 (a byte)",
     "run": ["1.3.special_tokens"],
+    "hinted": ["looked up with a default (token_to_id.get(token, 0))"],
 }
 
 

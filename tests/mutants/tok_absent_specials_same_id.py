@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.special_tokens",
     "bug": "next free id computed once (len(vocab)) and given to every absent special token",
     "run": ["1.3.special_tokens"],
+    "hinted": ["the next free id computed once"],
 }
 
 

@@ -16,6 +16,7 @@ MUTANT = {
     "bug": "encode looks special ids up in the vocabulary as given: KeyError for a special token absent from it",
     "run": ["1.3.encode", "1.3.encode_iterable", "1.3.special_tokens"],
     "costs": ["1.3.special_tokens"],
+    "hinted": ["special ids looked up in the vocabulary as given"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.encode",
     "bug": "BPE at encode time applies the first applicable merge by position instead of by rank",
     "run": ["1.3.encode"],
+    "hinted": ["merges applied at the leftmost position where any merge applies"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.1.pretokenize",
     "bug": "encode skips the GPT-2 pattern, so merges apply across pre-token boundaries",
     "run": ["1.1.pretokenize", "1.3.encode"],
+    "hinted": ["no GPT-2 pre-tokenization: merges applied across pre-token boundaries"],
 }
 
 

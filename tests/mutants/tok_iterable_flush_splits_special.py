@@ -15,6 +15,7 @@ MUTANT = {
         "a file's lines never end inside a special token (none contains a newline), so only a chunk cut "
         "mid-special-token (STRICT: arbitrary cuts) meets this bug"
     ),
+    "hinted": ["a special token cut by a chunk boundary is encoded as ordinary text"],
 }
 
 

@@ -11,6 +11,7 @@ MUTANT = {
         "SPEC.md makes bounded memory a SHOULD (1.3.encode_iterable.memory): the outputs are exact, "
         "so only the memory check, reported and never scored, can tell"
     ),
+    "hinted": ["something proportional to the stream is kept"],
 }
 
 

@@ -8,6 +8,10 @@ MUTANT = {
     "bug": ("yield from encode(chunk) per chunk: pre-tokens and special tokens spanning chunks are split"),
     "run": ["1.3.encode_iterable"],
     "hinted": ["each chunk encoded on its own"],
+    # also_named: its encode_iterable goes through encode, whose pre-token cache (two
+    # generations of CACHE_GENERATION_ENTRIES) outgrows the SHOULD memory check's
+    # allowance on a stream of new pre-tokens: a second, real finding.
+    "also_named": ["a pre-token cache that keeps every distinct pre-token met"],
 }
 
 

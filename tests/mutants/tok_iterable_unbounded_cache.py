@@ -13,6 +13,7 @@ MUTANT = {
         "SPEC.md makes bounded memory a SHOULD (1.3.encode_iterable.memory): the outputs are exact, "
         "so only the memory check, reported and never scored, can tell"
     ),
+    "hinted": ["a pre-token cache that keeps every distinct pre-token met"],
 }
 
 

@@ -7,6 +7,7 @@ MUTANT = {
     "spec": "1.3.encode",
     "bug": "merges unpacked with zip(*merges), which raises ValueError when merges == [] (vocab_size = 256 + specials)",
     "run": ["1.3.encode"],
+    "hinted": ["an empty merge list is not supported"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "1.1.pretokenize",
     "bug": ("GPT-2 pattern missing \\s+(?!\\S): 'a  b' gives 'a', '  ', 'b' instead of 'a', ' ', ' b'"),
     "run": ["1.1.pretokenize", "1.3.encode"],
+    "hinted": ["the last space of a run must start the next word"],
 }
 
 _PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+""")

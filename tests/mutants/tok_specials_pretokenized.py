@@ -8,6 +8,7 @@ MUTANT = {
     "spec": "1.3.special_tokens",
     "bug": ("encode never splits on special tokens: '<|endoftext|>' becomes '<|', 'endoftext', '|>' ids"),
     "run": ["1.3.special_tokens"],
+    "hinted": ["special tokens not split off before pre-tokenization"],
 }
 
 

@@ -9,6 +9,7 @@ MUTANT = {
     "spec": "1.3.special_tokens",
     "bug": ("special-token alternation sorted shortest first: '<|endoftext|><|endoftext|>' splits in two"),
     "run": ["1.3.special_tokens"],
+    "hinted": ["shorter special token matched first"],
 }
 
 

@@ -11,6 +11,7 @@ MUTANT = {
         "the handout does not say what decode does with an id outside the vocabulary: skipping it is correct "
         "under MUST (raising is STRICT)"
     ),
+    "hinted": ["an id outside the vocabulary skipped"],
 }
 
 

@@ -11,6 +11,7 @@ MUTANT = {
         "the handout does not say what decode does with an id outside the vocabulary (-1 included): a "
         "wrap-around is correct under MUST (raising is STRICT)"
     ),
+    "hinted": ["a negative id wraps around"],
 }
 
 

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import regex
 
+from lmspec.conformance import hints
+
 #: SPEC §1.1, the GPT-2 pre-tokenization pattern.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _GPT2_RE = regex.compile(GPT2_PATTERN)
@@ -277,6 +279,37 @@ KNOWN_BUGS: dict[str, dict] = {
 }
 
 
+#: Known bugs of the returned vocabulary (its values: the 256 bytes, the
+#: special tokens, one token per merge), each a term left out: replays take
+#: ``(merges, special_tokens)`` and give the sorted values such a vocab holds.
+VOCAB_BUGS = hints.KnownBugs()
+
+
+def vocab_values(merges: Sequence[Pair], special_tokens: Sequence[str], *, specials: bool = True) -> list[bytes]:
+    """The values of a trained vocab, sorted (``specials=False``: a known bug, the special tokens left out)."""
+    values = [bytes([b]) for b in range(256)] + [a + b for a, b in merges]
+    return sorted(values + ([s.encode("utf-8") for s in special_tokens] if specials else []))
+
+
+@VOCAB_BUGS.register(
+    "1.2.train_bpe",
+    "special tokens left out of the returned vocab (it holds the 256 bytes, the special tokens and the merged tokens)",
+)
+def _vocab_without_specials(merges, special_tokens):
+    return vocab_values(merges, special_tokens, specials=False)
+
+
+def vocab_causes(vocab: dict, merges: Sequence[Pair], special_tokens: Sequence[str]) -> list[str]:
+    """The known vocab bugs whose replay gives exactly ``vocab``'s values."""
+    try:
+        got = sorted(vocab.values())
+    except TypeError:  # values that are not all bytes
+        return []
+    if got == vocab_values(merges, special_tokens):
+        return []
+    return [c for c, replay in VOCAB_BUGS.causes("1.2.train_bpe").items() if replay(merges, special_tokens) == got]
+
+
 def _show(pair: object) -> str:
     return repr(pair) if not isinstance(pair, tuple) else "(" + ", ".join(map(repr, pair)) + ")"
 
@@ -293,7 +326,8 @@ class MergeMismatch(NamedTuple):
 
     def text(self, causes: Sequence[str] | None = None) -> str:
         shown = self.causes if causes is None else [c for c in self.causes if c in causes]
-        return "\n".join(self.lines[:1] + [f"  likely cause: {c}" for c in shown] + self.lines[1:])
+        found = [f"  {hints.likely_causes(shown)[2:]}"] if shown else []  # several: one ambiguous finding
+        return "\n".join(self.lines[:1] + found + self.lines[1:])
 
 
 def describe_merge_mismatch(
