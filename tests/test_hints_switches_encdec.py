@@ -336,3 +336,19 @@ def test_written_out_composites_are_the_oracles(conv):
     src, tgt = c.tokens(g, [7, 4], 7, 17), c.tokens(g, [5, 3], 5, 19, start=True)
     inputs = (tuple(sizes), weights, src, tgt, c.source_mask(src), c.target_mask(tgt), conv)
     assert same(o.model(*inputs, parts={}), o.model(*inputs))
+
+
+def test_a_layer_no_switch_reproduces_is_a_near_miss():
+    """An encoder layer wrong from position 3 on, as no switch is: no cause,
+    the facts of the near miss."""
+
+    def run(d_model, num_heads, d_ff, weights, in_features, src_mask):
+        out = o.encoder_layer(d_model, num_heads, d_ff, weights, in_features, src_mask, CONV)
+        out[:, 3:] += 0.5
+        return out.float()
+
+    with pytest.raises(AssertionError) as failure:
+        test_blocks.test_encoder_layer(run, None, CONV, 0, 16, 4, 32)
+    message = str(failure.value)
+    assert named_causes(message) == []
+    assert "no known bug reproduces it; near miss: shape right, scale right, values right before position 3" in message

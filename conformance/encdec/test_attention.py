@@ -15,7 +15,7 @@ torch.nn.MultiheadAttention in float64 with in_proj_weight = Q, K, V stacked.
 import pytest
 import torch
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
@@ -73,6 +73,7 @@ def test_attention_n_ne_m(run_attention, seed, n, m):
         c.TOL_LAYER,
         rule="softmax(Q Kᵀ / √d_k, masked) V (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_PADDED)),
         context=f"Q{tuple(q.shape)} K{tuple(k.shape)} mask{tuple(mask.shape)}",
     )
@@ -91,6 +92,7 @@ def test_attention_causal_mask(run_attention, seed):
         c.TOL_LAYER,
         rule="attention under the target mask (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_CAUSAL)),
         context=f"Q{tuple(q.shape)}, mask {mask.int().tolist()}",
     )
@@ -108,6 +110,7 @@ def test_attention_without_mask(run_attention, seed):
         c.TOL_LAYER,
         rule="attention without a mask (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_UNMASKED)),
     )
 
@@ -261,6 +264,7 @@ def test_mha_cross_attention(run_multihead_attention, impl, conventions, seed, d
         c.TOL_LAYER,
         rule="multi-head cross-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS), conventions, impl),
         context=f"d_model={d}, heads={h}, query{tuple(x.shape)}, key/value{tuple(memory.shape)}",
     )
@@ -278,6 +282,7 @@ def test_mha_separate_key_and_value(run_multihead_attention, impl, conventions, 
         c.TOL_LAYER,
         rule="multi-head attention with query, key and value all different",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE), conventions, impl),
     )
 
@@ -294,6 +299,7 @@ def test_mha_self_attention_target_mask(run_multihead_attention, impl, conventio
         c.TOL_LAYER,
         rule="masked multi-head self-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF), conventions, impl),
     )
 

@@ -12,7 +12,7 @@ encoder output (m ≠ n).
 import pytest
 import torch
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
@@ -87,6 +87,7 @@ def test_encoder_layer(run_encoder_layer, impl, conventions, seed, d, h, d_ff): 
         c.TOL_LAYER,
         rule=f"encoder layer vs torch.nn.TransformerEncoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=bugs,
+        near=(near.scale, near.positions(-2)),
         again=lambda: _observed_encoder(run_encoder_layer, other(case, *SECOND_ENCODER), conventions, impl),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, src_mask {mask.int().tolist()}",
     )
@@ -140,6 +141,7 @@ def test_decoder_layer(run_decoder_layer, impl, conventions, seed, d, h, d_ff): 
         c.TOL_LAYER,
         rule=f"decoder layer vs torch.nn.TransformerDecoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=bugs,
+        near=(near.scale, near.positions(-2)),
         again=lambda: _observed_decoder(run_decoder_layer, other(case, *SECOND_DECODER), conventions, impl),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, memory{tuple(memory.shape)}",
     )

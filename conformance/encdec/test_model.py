@@ -16,7 +16,7 @@ import functools
 import pytest
 import torch
 
-from lmspec.conformance import hints
+from lmspec.conformance import hints, near
 from lmspec.conformance.asserts import assert_close, assert_equal, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
@@ -91,6 +91,7 @@ def test_model_matches_oracle(run_encoder_decoder, impl, conventions, seed, size
         c.TOL_MODEL,
         rule=f"encoder-decoder output vs the float64 oracle (declared {conventions.declared(*KEYS)})",
         hints=bugs,
+        near=(near.scale, near.positions(-2)),
         again=lambda: _observed(run_encoder_decoder, other(case, *_second_models(conventions)), conventions, impl),
         context=f"{sizes}, src {src.tolist()}, tgt {tgt.tolist()}",
     )
