@@ -160,9 +160,10 @@ def assert_dtype(actual: Any, expected: torch.dtype, *, rule: str) -> None:
         raise AssertionError(f"{rule}: output dtype {got} but expected {expected}")
 
 
-def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "") -> None:
+def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "", causes: Sequence[str] = ()) -> None:
     """Exact equality of plain Python values (lists of ids, merges, ints),
-    showing the first difference for sequences."""
+    showing the first difference for sequences; ``causes``: the likely causes
+    the test confirmed (hints.confirmed), ending the message's first line."""
     __tracebackhide__ = True
     if _plain(actual) == _plain(expected):
         return
@@ -180,6 +181,7 @@ def assert_equal(actual: Any, expected: Any, *, rule: str, context: str = "") ->
             f"{rule}: first difference at index {first}: got {got!r}, expected {want!r} "
             f"(lengths {len(actual)} vs {len(expected)})"
         )
+    msg += likely_causes(causes)
     if context:
         msg += f"\n  input: {context}"
     raise AssertionError(msg)

@@ -36,6 +36,7 @@ def causes() -> dict[str, dict[str, list[str]]]:
     from lmspec.conformance.cs336.oracles import tokenizer as tok
     from lmspec.conformance.cs336.parts import SWAPS
     from lmspec.conformance.encdec import known_bugs as encdec_bugs
+    from lmspec.conformance.encdec.parts import SWAPS as ENCDEC_SWAPS
     from lmspec.conformance.gpt2 import known_bugs as gpt2_bugs
     from lmspec.conformance.gpt2.parts import SWAPS as GPT2_SWAPS
 
@@ -55,7 +56,7 @@ def causes() -> dict[str, dict[str, list[str]]]:
     found["1.3.encode"] += list(tok.ENCODE_BUGS.values())
     # the AdamW table builds its replays lazily: its causes need no inputs
     found["3.adamw"] += [c for c, _ in training.adamw_bug_hints([], [], None, None, [])]
-    for composite, parts in (SWAPS | GPT2_SWAPS).items():
+    for composite, parts in (SWAPS | GPT2_SWAPS | ENCDEC_SWAPS).items():
         found[composite] += [hints.explained_by(part) for part, _ in parts]
     found["3.checkpoint"].append(hints.explained_by("3.adamw"))  # test_data_checkpoint's swap
     by_profile: dict[str, dict[str, list[str]]] = {}

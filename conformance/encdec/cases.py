@@ -144,6 +144,9 @@ TOL_FORMULA = Tolerance(1e-5, 1e-5, "float32 formula vs float64")
 TOL_LAYER = Tolerance(1e-4, 1e-4, "one float32 layer vs float64")
 TOL_MODEL = Tolerance(5e-4, 5e-4, "a float32 model of 2+2 layers vs float64")
 TOL_SCALAR = Tolerance(1e-5, 1e-5, "a float32 loss vs float64")
+# rates are 1e-7 (step 1 of a long warmup) to 1e-3: an absolute bound of 1e-5
+# would pass any rate there (0 included), so the bound is relative
+TOL_RATE = Tolerance(1e-12, 1e-5, "a float32 or float64 rate vs float64, relative")
 # checkpointing: one float32 implementation against itself, with and without
 # recomputation (bitwise equal on the reference's CPU runs; the bound allows a
 # recomputed forward whose float32 sums are reordered, far below a lost gradient)

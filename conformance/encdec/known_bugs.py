@@ -139,7 +139,19 @@ KNOWN_BUGS.add(
         d, h, {n: torch.zeros_like(t) if n.endswith("bias") else t for n, t in w.items()}, q, k, v, mask
     ),
 )
-KNOWN_BUGS.add(_MHA, "keys and values from the query input", lambda d, h, w, q, k, v, mask: o.mha(d, h, w, q, q, q))
+
+
+def _fits(mask: Tensor | None, n: int) -> Tensor | None:
+    """``mask`` where it fits n keys (a self-attention mask), else none: a
+    (batch, 1, m) source mask does not broadcast over the query's own keys."""
+    return mask if mask is not None and mask.shape[-1] == n else None
+
+
+KNOWN_BUGS.add(
+    _MHA,
+    "keys and values from the query input",
+    lambda d, h, w, q, k, v, mask: o.mha(d, h, w, q, q, q, _fits(mask, q.shape[1])),
+)
 KNOWN_BUGS.add(_MHA, "values taken from the key input", lambda d, h, w, q, k, v, mask: o.mha(d, h, w, q, k, k, mask))
 KNOWN_BUGS.add(
     _MHA,
@@ -250,6 +262,42 @@ KNOWN_BUGS.add(
 )
 
 
+# each term of a residual block (where the input is added; the norms' weights) and
+# what cross-attention reads, on the layers written out (oracles.*_layer_formula)
+def _layer_replays(item: str, formula: Callable[..., Tensor], norms: tuple[str, ...]) -> None:
+    def add(cause: str, **replay) -> None:
+        KNOWN_BUGS.add(item, cause, lambda *args: formula(*args, **replay))
+
+    add("residual around the norm: x + LN(sublayer(x))", residual="norm")
+    add("residual left out: the sublayer's output alone, normalised", residual="none")
+    where = {
+        "norm1": "self-attention",
+        "norm2": "cross-attention" if len(norms) == 3 else "the FFN",
+        "norm3": "the FFN",
+    }
+    for i, a in enumerate(norms):
+        for b in norms[i + 1 :]:
+            add(
+                f"{a} and {b} used in each other's place ({a} belongs to {where[a]}, {b} to {where[b]})",
+                norms={a: b, b: a},
+            )
+
+
+_layer_replays("encdec.encoder_layer", o.encoder_layer_formula, ("norm1", "norm2"))
+_layer_replays("encdec.decoder_layer", o.decoder_layer_formula, ("norm1", "norm2", "norm3"))
+KNOWN_BUGS.add(
+    "encdec.decoder_layer",
+    "cross-attention's keys and values from the layer's input x instead of the encoder output (memory)",
+    lambda *args: o.decoder_layer_formula(*args, memory_from="input"),
+)
+KNOWN_BUGS.add(
+    "encdec.decoder_layer",
+    "cross-attention's keys and values from the decoder's own state (self-attention again) instead of the "
+    "encoder output (memory)",
+    lambda *args: o.decoder_layer_formula(*args, memory_from="hidden"),
+)
+
+
 # --- the model: (sizes, weights, src, tgt, src_mask, tgt_mask, conv) -------------------------------------
 # not the norm placement: the other one needs final norms the weights have only under pre-norm
 _undeclared("encdec.model", ("layer_norm", "activation", "output"), o.model)
@@ -263,11 +311,51 @@ KNOWN_BUGS.add(
     "positions added before the sqrt(d_model) scaling",
     lambda s, w, src, tgt, sm, tm, conv: o.model(s, w, src, tgt, sm, tm, conv, positions_first=True),
 )
+KNOWN_BUGS.add(
+    "encdec.model",
+    "source mask ignored in the encoder (used in cross-attention only)",
+    lambda *args: o.model(*args, encoder_mask=False),
+)
+KNOWN_BUGS.add(
+    "encdec.model",
+    "source mask ignored in cross-attention (used in the encoder only)",
+    lambda *args: o.model(*args, cross_mask=False),
+)
+KNOWN_BUGS.add(
+    "encdec.model",
+    "target mask ignored in the decoder (not causal)",
+    lambda s, w, src, tgt, sm, tm, conv: o.model(s, w, src, tgt, sm, None, conv),
+)
+KNOWN_BUGS.add(
+    "encdec.model",
+    "target ids embedded with the source table (src_embed) instead of tgt_embed",
+    lambda *args: o.model(*args, target_table="src_embed.weight"),
+)
 # greedy: (sizes, weights, src, src_mask, max_len, start_id, end_id, conv)
 KNOWN_BUGS.add(
     "encdec.greedy",
     "a row that ended keeps decoding instead of being padded with end_id",
     lambda *args: o.greedy(*args, stop_late=True),
+)
+KNOWN_BUGS.add(
+    "encdec.greedy",
+    "next id the argmax at the first position instead of the last",
+    lambda *args: o.greedy(*args, position=0),
+)
+KNOWN_BUGS.add(
+    "encdec.greedy",
+    "max_len counted without start_id: max_len new ids, one too many",
+    lambda *args: o.greedy(*args, extra=1),
+)
+KNOWN_BUGS.add(
+    "encdec.greedy",
+    "one id too few: max_len − 1 ids, start_id included",
+    lambda *args: o.greedy(*args, extra=-1),
+)
+KNOWN_BUGS.add(
+    "encdec.greedy",
+    "stops when every row has predicted end_id without appending it",
+    lambda *args: o.greedy(*args, append_end=False),
 )
 
 
@@ -330,6 +418,34 @@ KNOWN_BUGS.add(
 KNOWN_BUGS.add(
     "encdec.alibi", "slopes 2^(−8(k−1)/h) (k from 0)", lambda heads, n: o.alibi_bias(heads, n) * 2.0 ** (8.0 / heads)
 )
+# local attention: (seq_len, window) -> the mask the bug builds
+KNOWN_BUGS.add(
+    "encdec.local_attention", "window includes j = i − w (w + 1 keys)", lambda n, w: o.local_mask(n, w, low=1)
+)
+KNOWN_BUGS.add(
+    "encdec.local_attention", "window of w − 1 keys (j = i − w + 1 excluded)", lambda n, w: o.local_mask(n, w, low=-1)
+)
+KNOWN_BUGS.add(
+    "encdec.local_attention",
+    "not causal: keys on both sides within the window (|i − j| < w)",
+    lambda n, w: o.local_mask(n, w, causal=False),
+)
+KNOWN_BUGS.add("encdec.local_attention", "window ignored (causal only)", lambda n, w: o.local_mask(n, n))
+KNOWN_BUGS.add(
+    "encdec.local_attention", "polarity inverted (True must mean 'may attend')", lambda n, w: ~o.local_mask(n, w)
+)
+
+
+# checkpointing: (d_model, heads, d_ff, weights, x, src_mask, grad_output, conv) -> (output, gradients)
+@KNOWN_BUGS.register(
+    "encdec.checkpointing",
+    "the checkpointed layer's input detached (or not requiring grad): no gradient reaches in_features",
+)
+def _input_detached(d, h, d_ff, w, x, mask, grad_output, conv):
+    out, grads = o.encoder_layer_gradients(d, h, d_ff, w, x, mask, grad_output, conv)
+    return out, {**grads, "in_features": torch.zeros_like(grads["in_features"])}
+
+
 # RoPE is SPEC §2's rule: its known bugs are §2's (x, positions, theta), on §2's float64 oracle
 for _bug in nn_bugs.KNOWN_BUGS.of("2.rope"):
     KNOWN_BUGS.add("encdec.rope", _bug.cause, _bug.replay)

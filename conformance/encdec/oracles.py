@@ -14,7 +14,8 @@ a bug, or another convention, through the same functions.
 """
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -304,6 +305,126 @@ def decoder_layer(
         )
 
 
+# --- layers as formulas: a composite with one of the implementation's parts in ---------------------
+#: oracle part name -> callable, with the signatures of this module's functions
+#: (``mha``, ``feed_forward``, ``layer_norm``, ``attention``, ``encoder_layer``,
+#: ``decoder_layer``): a composite's failure its failing part explains
+#: (conformance/encdec/parts.py, hints.part_hints)
+Parts = Mapping[str, Callable[..., Tensor]]
+#: where a residual block adds its input: ``"sublayer"`` (the rule: post-norm
+#: LN(x + sublayer(x)), pre-norm x + sublayer(LN(x))), ``"norm"`` (around the
+#: norm: x + LN(sublayer(x))), ``"none"`` (no residual)
+RESIDUALS = ("sublayer", "norm", "none")
+
+
+def mha_formula(d_model, num_heads, weights, query, key, value, mask=None, *, parts: Parts = {}) -> Tensor:  # noqa: B006
+    """``mha`` written out: the projections, heads as contiguous blocks of
+    d_model / h, ``parts["attention"]`` (default ``attention``) per head on
+    (batch, heads, n, d_k), the heads concatenated, the output projection."""
+    w = {k: f64(v) for k, v in weights.items()}
+
+    def project(name: str, x) -> Tensor:
+        out = f64(x) @ w[f"{name}_proj.weight"].T
+        return out + w[f"{name}_proj.bias"] if f"{name}_proj.bias" in w else out
+
+    b, n, m, d_k = query.shape[0], query.shape[1], key.shape[1], d_model // num_heads
+    q = project("q", query).view(b, n, num_heads, d_k).transpose(1, 2)
+    k = project("k", key).view(b, m, num_heads, d_k).transpose(1, 2)
+    v = project("v", value).view(b, m, num_heads, d_k).transpose(1, 2)
+    heads_mask = None if mask is None else mask.to("cpu", torch.bool).expand(b, n, m).unsqueeze(1)
+    att = f64(parts.get("attention", attention)(q, k, v, heads_mask))
+    return project("out", att.transpose(1, 2).reshape(b, n, d_model))
+
+
+def _residual_block(x: Tensor, sublayer, norm, conv: Conventions, residual: str) -> Tensor:
+    if residual == "norm":
+        return x + norm(sublayer(x))
+    pre = conv.norm == "pre"
+    if residual == "none":
+        return sublayer(norm(x)) if pre else norm(sublayer(x))
+    return x + sublayer(norm(x)) if pre else norm(x + sublayer(x))
+
+
+class _Sublayers:
+    """The sublayers of one layer's weights, each from ``parts`` where given."""
+
+    def __init__(self, d_model, num_heads, weights, conv: Conventions, parts: Parts, norms: Mapping[str, str]):
+        self.d, self.h, self.w, self.conv, self.parts = d_model, num_heads, weights, conv, parts
+        self.norms = dict(norms)  # the layer's norm -> the weights it reads (a swap replays norms mixed up)
+
+    def norm(self, name: str):
+        w, ln = self.w, self.parts.get("layernorm", layer_norm)
+        used = self.norms.get(name, name)
+        return lambda t: f64(ln(t, w[f"{used}.weight"], w[f"{used}.bias"], self.conv.layer_norm))
+
+    def attend(self, name: str, memory=None, mask=None):
+        att = self.parts.get("mha", partial(mha_formula, parts=self.parts))
+        sub = _sub(self.w, f"{name}.")
+        if memory is None:
+            return lambda t: f64(att(self.d, self.h, sub, t, t, t, mask))
+        return lambda t: f64(att(self.d, self.h, sub, t, memory, memory, mask))
+
+    def ffn(self):
+        ff = self.parts.get("ffn", feed_forward)
+        return lambda t: f64(ff(_sub(self.w, "ffn."), t, self.conv.activation))
+
+
+def encoder_layer_formula(
+    d_model,
+    num_heads,
+    d_ff,
+    weights,
+    x,
+    src_mask,
+    conv: Conventions = PAPER,
+    *,
+    parts: Parts | None = None,
+    residual: str = "sublayer",
+    norms: Mapping[str, str] | None = None,
+) -> Tensor:
+    """``encoder_layer`` written out (torch's layer is the oracle; this one
+    takes ``parts`` and replays): self-attention under the source mask, then
+    the FFN, each in a residual block (``residual``: RESIDUALS); ``norms``:
+    a norm reading another norm's weights (``{"norm1": "norm2", ...}``)."""
+    s = _Sublayers(d_model, num_heads, weights, conv, parts or {}, norms or {})
+    x = _residual_block(f64(x), s.attend("self_attn", mask=src_mask), s.norm("norm1"), conv, residual)
+    return _residual_block(x, s.ffn(), s.norm("norm2"), conv, residual)
+
+
+def decoder_layer_formula(
+    d_model,
+    num_heads,
+    d_ff,
+    weights,
+    x,
+    memory,
+    src_mask,
+    tgt_mask,
+    conv: Conventions = PAPER,
+    *,
+    parts: Parts | None = None,
+    residual: str = "sublayer",
+    norms: Mapping[str, str] | None = None,
+    memory_from: str | None = None,
+) -> Tensor:
+    """``decoder_layer`` written out: masked self-attention, cross-attention
+    over ``memory`` under the source mask, the FFN. Replays as
+    ``encoder_layer_formula``'s, and ``memory_from`` (cross-attention's keys
+    and values not from ``memory``: ``"input"``, the layer's input x;
+    ``"hidden"``, the decoder's running state, the cross-attention's own
+    input; unmasked: a source mask does not fit the decoder's length)."""
+    s = _Sublayers(d_model, num_heads, weights, conv, parts or {}, norms or {})
+    x = layer_input = f64(x)
+    x = _residual_block(x, s.attend("self_attn", mask=tgt_mask), s.norm("norm1"), conv, residual)
+    if memory_from == "hidden":
+        cross = s.attend("cross_attn", mask=None)
+    else:
+        memory, src_mask = (layer_input, None) if memory_from == "input" else (f64(memory), src_mask)
+        cross = s.attend("cross_attn", memory, src_mask)
+    x = _residual_block(x, cross, s.norm("norm2"), conv, residual)
+    return _residual_block(x, s.ffn(), s.norm("norm3"), conv, residual)
+
+
 # --- the model ---------------------------------------------------------------------------------------
 def embed(table: Tensor, ids: Tensor, d_model: int, *, scale: bool = True, positions_first: bool = False) -> Tensor:
     """``E[ids] · sqrt(d) + PE``. Replays: ``scale=False``; ``positions_first``
@@ -316,12 +437,39 @@ def embed(table: Tensor, ids: Tensor, d_model: int, *, scale: bool = True, posit
 
 
 class Model:
-    """The oracle model, its torch layers built once (greedy decoding reuses them)."""
+    """The oracle model, its torch layers built once (greedy decoding reuses them).
 
-    def __init__(self, sizes, weights, conv: Conventions = PAPER, **embed_bugs) -> None:
+    ``parts`` (the implementation's parts, ``Parts``; "encoder_layer",
+    "decoder_layer" and "positions" too): the layers written out with those
+    parts in. Replays: ``embed_bugs`` (``embed``'s), ``encoder_mask=False``
+    (the encoder's self-attention unmasked: the source mask in
+    cross-attention only), ``cross_mask=False`` (cross-attention unmasked),
+    ``target_table`` (the table target ids are embedded with)."""
+
+    def __init__(
+        self,
+        sizes,
+        weights,
+        conv: Conventions = PAPER,
+        *,
+        parts: Parts | None = None,
+        encoder_mask: bool = True,
+        cross_mask: bool = True,
+        target_table: str = "tgt_embed.weight",
+        **embed_bugs,
+    ) -> None:
         _, _, self.d_model, num_layers, num_heads, d_ff = sizes
         self.weights, self.conv, self.embed_bugs, self.num_heads = weights, conv, embed_bugs, num_heads
+        self.parts, self.encoder_mask, self.cross_mask, self.target_table = (
+            parts,
+            encoder_mask,
+            cross_mask,
+            target_table,
+        )
         d = self.d_model
+        self.num_layers, self.d_ff = num_layers, d_ff
+        if parts is not None:
+            return
         self.encoders = [
             _torch_layer("encoder", d, num_heads, d_ff, _sub(weights, f"encoder.layers.{i}."), conv)
             for i in range(num_layers)
@@ -335,11 +483,32 @@ class Model:
         if self.conv.norm != "pre":
             return x
         w = self.weights
-        return layer_norm(x, w[f"{stack}.norm.weight"], w[f"{stack}.norm.bias"], self.conv.layer_norm)
+        norm = layer_norm if self.parts is None else self.parts.get("layernorm", layer_norm)
+        return f64(norm(x, w[f"{stack}.norm.weight"], w[f"{stack}.norm.bias"], self.conv.layer_norm))
+
+    def _embed(self, table: str, ids: Tensor) -> Tensor:
+        if self.parts is None or "positions" not in self.parts:
+            return embed(self.weights[table], ids, self.d_model, **self.embed_bugs)
+        x = f64(self.weights[table])[ids.to("cpu").long()] * math.sqrt(self.d_model)
+        return x + f64(self.parts["positions"](ids.shape[-1], self.d_model))
+
+    def _layer(self, kind: str, i: int):
+        """The i-th encoder or decoder layer of the written-out model (``parts``)."""
+        d, h, ff, parts = self.d_model, self.num_heads, self.d_ff, self.parts
+        w = _sub(self.weights, f"{kind}.layers.{i}.")
+        if f"{kind}_layer" in parts:
+            return lambda *args: f64(parts[f"{kind}_layer"](d, h, ff, w, *args))
+        formula = encoder_layer_formula if kind == "encoder" else decoder_layer_formula
+        return lambda *args: formula(d, h, ff, w, *args, self.conv, parts=parts)
 
     @torch.no_grad()
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
-        x = embed(self.weights["src_embed.weight"], src, self.d_model, **self.embed_bugs)
+        x = self._embed("src_embed.weight", src)
+        src_mask = src_mask if self.encoder_mask else None
+        if self.parts is not None:
+            for i in range(self.num_layers):
+                x = self._layer("encoder", i)(x, src_mask)
+            return self._final(x, "encoder")
         mask = _heads_mask(src_mask, x.shape[0], self.num_heads, x.shape[1], x.shape[1])
         for layer in self.encoders:
             x = layer(x, src_mask=mask)
@@ -347,7 +516,12 @@ class Model:
 
     @torch.no_grad()
     def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None) -> Tensor:
-        x = embed(self.weights["tgt_embed.weight"], tgt, self.d_model, **self.embed_bugs)
+        x = self._embed(self.target_table, tgt)
+        src_mask = src_mask if self.cross_mask else None
+        if self.parts is not None:
+            for i in range(self.num_layers):
+                x = self._layer("decoder", i)(x, memory, src_mask, tgt_mask)
+            return self._final(x, "decoder")
         b, n, m = x.shape[0], x.shape[1], memory.shape[1]
         self_mask = _heads_mask(tgt_mask, b, self.num_heads, n, n)
         cross_mask = _heads_mask(src_mask, b, self.num_heads, n, m)
@@ -367,8 +541,9 @@ def generate(weights, hidden: Tensor, conv: Conventions = PAPER) -> Tensor:
     return torch.log_softmax(logits, dim=-1) if conv.output == "log_probs" else logits
 
 
-def model(sizes, weights, src, tgt, src_mask, tgt_mask, conv: Conventions = PAPER, **embed_bugs) -> Tensor:
-    return Model(sizes, weights, conv, **embed_bugs)(src, tgt, src_mask, tgt_mask)
+def model(sizes, weights, src, tgt, src_mask, tgt_mask, conv: Conventions = PAPER, **replays) -> Tensor:
+    """The oracle model's output; ``replays``: ``Model``'s keywords."""
+    return Model(sizes, weights, conv, **replays)(src, tgt, src_mask, tgt_mask)
 
 
 def causal(n: int) -> Tensor:
@@ -386,17 +561,25 @@ def greedy(
     conv: Conventions = PAPER,
     *,
     stop_late: bool = False,
+    position: int = -1,
+    extra: int = 0,
+    append_end: bool = True,
 ) -> Tensor:
-    """The greedy loop over the oracle model. Replay: ``stop_late`` (a row that
-    ended keeps decoding instead of being padded with ``end_id``)."""
+    """The greedy loop over the oracle model. Replays: ``stop_late`` (a row
+    that ended keeps decoding instead of being padded with ``end_id``);
+    ``position`` (the argmax taken at another position than the last);
+    ``extra`` (``max_len + extra`` ids in all); ``append_end=False`` (the
+    loop stops when every row has predicted ``end_id``, before appending it)."""
     net = Model(sizes, weights, conv)
     memory = net.encode(src, src_mask)
     ys = torch.full((src.shape[0], 1), start_id, dtype=torch.long)
     ended = torch.zeros(src.shape[0], dtype=torch.bool)
-    while ys.shape[1] < max_len:
+    while ys.shape[1] < max_len + extra:
         hidden = net.decode(memory, src_mask, ys, causal(ys.shape[1]))
-        nxt = net.generate(hidden[:, -1]).argmax(-1)
+        nxt = net.generate(hidden[:, position]).argmax(-1)
         if end_id is not None:
+            if not append_end and bool((ended | (nxt == end_id)).all()):
+                break
             if not stop_late:
                 nxt = nxt.masked_fill(ended, end_id)
             ended = ended | (nxt == end_id)
@@ -404,3 +587,14 @@ def greedy(
         if end_id is not None and bool(ended.all()):
             break
     return ys
+
+
+def local_mask(seq_len: int, window: int, *, low: int = 0, causal: bool = True) -> Tensor:
+    """Query i sees key j when i − window < j ≤ i (True = may attend).
+    Replays: ``low`` (the window's lower edge moved: j > i − window − low),
+    ``causal=False`` (|i − j| < window, keys on both sides)."""
+    i = torch.arange(seq_len).view(-1, 1)
+    j = torch.arange(seq_len)
+    if not causal:
+        return (i - j).abs() < window
+    return (j <= i) & (j > i - window - low)

@@ -15,11 +15,13 @@ torch.nn.MultiheadAttention in float64 with in_proj_weight = Q, K, V stacked.
 import pytest
 import torch
 
+from lmspec.conformance import hints, near
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
 from lmspec.conformance.encdec.conventions import conventions, without_attention_bias  # noqa: F401  (fixture)
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.encdec.parts import swaps
 from lmspec.conformance.hints import other
 
 SEEDS = [0, 1, 2]
@@ -71,6 +73,7 @@ def test_attention_n_ne_m(run_attention, seed, n, m):
         c.TOL_LAYER,
         rule="softmax(Q Kᵀ / √d_k, masked) V (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_PADDED)),
         context=f"Q{tuple(q.shape)} K{tuple(k.shape)} mask{tuple(mask.shape)}",
     )
@@ -89,6 +92,7 @@ def test_attention_causal_mask(run_attention, seed):
         c.TOL_LAYER,
         rule="attention under the target mask (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_CAUSAL)),
         context=f"Q{tuple(q.shape)}, mask {mask.int().tolist()}",
     )
@@ -106,6 +110,7 @@ def test_attention_without_mask(run_attention, seed):
         c.TOL_LAYER,
         rule="attention without a mask (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2, "query")),
         again=lambda: _observed(run_attention, other(case, *SECOND_UNMASKED)),
     )
 
@@ -220,14 +225,19 @@ def _given(case, conv):
     return (d, h, without_attention_bias(w, conv), *rest)
 
 
-def _observed_mha(run_multihead_attention, case, conv):
+def _observed_mha(run_multihead_attention, case, conv, impl=None):
     """The implementation's output on ``case`` (d_model, heads, weights, query,
-    key, value, mask), and the known bugs' replays there."""
+    key, value, mask), the known bugs' replays there and (given ``impl``) the
+    oracle's MHA with the implementation's attention swapped in."""
     case = _given(case, conv)
     d, h, *inputs = case
     names = ("weights", "query", "key", "value", "mask")
     out = run_multihead_attention(d_model=d, num_heads=h, **dict(zip(names, c.fresh(*inputs))))
-    return out, KNOWN_BUGS.thunks("encdec.mha", *case)
+    bugs = KNOWN_BUGS.thunks("encdec.mha", *case)
+    if impl is None:
+        return out, bugs
+    composite = lambda **kw: o.mha_formula(*case, **kw)
+    return out, bugs + hints.part_hints(swaps(impl, "encdec.mha", composite), lambda: o.mha(*case), c.TOL_LAYER)
 
 
 # Second inputs: d_model 24 with 3 heads (d_k = 8, d_k² ≠ d_model: scaling by
@@ -241,12 +251,12 @@ SECOND_SELF = (_self_case(5, 24, 3), _self_case(6, 12, 2))
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("d", "h"), [(16, 4), (12, 2), (8, 1)])
-def test_mha_cross_attention(run_multihead_attention, conventions, seed, d, h):  # noqa: F811
+def test_mha_cross_attention(run_multihead_attention, impl, conventions, seed, d, h):  # noqa: F811
     """Queries from the decoder (n = 5), keys and values from the encoder
     (m = 7), the source padding mask (batch, 1, m)."""
     case = _given(_cross_case(seed, d, h), conventions)
     _, _, w, x, memory, _, mask = case
-    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions, impl)
     assert_shape(out, (2, 5, d), rule="multi-head attention output is (batch, n, d_model)")
     assert_close(
         out,
@@ -254,40 +264,43 @@ def test_mha_cross_attention(run_multihead_attention, conventions, seed, d, h): 
         c.TOL_LAYER,
         rule="multi-head cross-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS), conventions),
+        near=(near.scale, near.positions(-2, "query")),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_CROSS), conventions, impl),
         context=f"d_model={d}, heads={h}, query{tuple(x.shape)}, key/value{tuple(memory.shape)}",
     )
 
 
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mha_separate_key_and_value(run_multihead_attention, conventions, seed):  # noqa: F811
+def test_mha_separate_key_and_value(run_multihead_attention, impl, conventions, seed):  # noqa: F811
     """Three different inputs: query, key and value are each projected by their own weights."""
     case = _given(_separate_case(seed), conventions)
-    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions, impl)
     assert_close(
         out,
         o.mha(*case),
         c.TOL_LAYER,
         rule="multi-head attention with query, key and value all different",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE), conventions),
+        near=(near.scale, near.positions(-2, "query")),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SEPARATE), conventions, impl),
     )
 
 
 @pytest.mark.spec("encdec.mha")
 @pytest.mark.parametrize("seed", SEEDS)
-def test_mha_self_attention_target_mask(run_multihead_attention, conventions, seed):  # noqa: F811
+def test_mha_self_attention_target_mask(run_multihead_attention, impl, conventions, seed):  # noqa: F811
     """Self-attention under a (batch, n, n) target mask, shared by every head."""
     case = _given(_self_case(seed), conventions)
-    out, bugs = _observed_mha(run_multihead_attention, case, conventions)
+    out, bugs = _observed_mha(run_multihead_attention, case, conventions, impl)
     assert_close(
         out,
         o.mha(*case),
         c.TOL_LAYER,
         rule="masked multi-head self-attention vs torch.nn.MultiheadAttention (float64)",
         hints=bugs,
-        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF), conventions),
+        near=(near.scale, near.positions(-2, "query")),
+        again=lambda: _observed_mha(run_multihead_attention, other(case, *SECOND_SELF), conventions, impl),
     )
 
 

@@ -12,6 +12,7 @@ encoder output (m ≠ n).
 import pytest
 import torch
 
+from lmspec.conformance import hints, near
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
@@ -21,6 +22,7 @@ from lmspec.conformance.encdec.conventions import (  # noqa: F401  (fixture)
     without_attention_bias,
 )
 from lmspec.conformance.encdec.known_bugs import KNOWN_BUGS
+from lmspec.conformance.encdec.parts import swaps
 from lmspec.conformance.hints import other
 
 SEEDS = [0, 1, 2]
@@ -43,14 +45,26 @@ def _given(case, conv):
     return (d, h, d_ff, without_attention_bias(w, conv), *rest)
 
 
-def _observed_encoder(run_encoder_layer, case, conv):
+def _observed_encoder(run_encoder_layer, case, conv, impl=None):
     """The implementation's encoder layer on ``case`` (d_model, heads, d_ff,
-    weights, x, src_mask), and the known bugs' replays there."""
+    weights, x, src_mask), the known bugs' replays there and the oracle's
+    layer with each of the implementation's parts swapped in (``impl``)."""
     case = _given(case, conv)
     d, h, d_ff, *inputs = case
     names = ("weights", "in_features", "src_mask")
     out = run_encoder_layer(d_model=d, num_heads=h, d_ff=d_ff, **dict(zip(names, c.fresh(*inputs))))
-    return out, KNOWN_BUGS.thunks("encdec.encoder_layer", *case, conv)
+    bugs = KNOWN_BUGS.thunks("encdec.encoder_layer", *case, conv)
+    return out, bugs + _part_hints(impl, "encdec.encoder_layer", o.encoder_layer, o.encoder_layer_formula, case, conv)
+
+
+def _part_hints(impl, item: str, oracle, formula, case, conv):
+    """hints.part_hints for the layer ``item``: the written-out ``formula``
+    with one of the implementation's parts in, against ``oracle``."""
+    if impl is None:
+        return []
+    return hints.part_hints(
+        swaps(impl, item, lambda **kw: formula(*case, conv, **kw)), lambda: oracle(*case, conv), c.TOL_LAYER
+    )
 
 
 # Second inputs: other widths (d_model 24 over 3 heads, then 8 over 2), padding in one row.
@@ -60,12 +74,12 @@ SECOND_ENCODER = (_encoder_case(7, 24, 3, 48), _encoder_case(8, 8, 2, 32))
 @pytest.mark.spec("encdec.encoder_layer")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("d", "h", "d_ff"), SHAPES)
-def test_encoder_layer(run_encoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
+def test_encoder_layer(run_encoder_layer, impl, conventions, seed, d, h, d_ff):  # noqa: F811
     """Self-attention under the source mask, then the FFN, each in a residual
     block (post-norm LN(x + sublayer(x)), or pre-norm x + sublayer(LN(x)) when declared)."""
     case = _given(_encoder_case(seed, d, h, d_ff), conventions)
     x, mask = case[-2:]
-    out, bugs = _observed_encoder(run_encoder_layer, case, conventions)
+    out, bugs = _observed_encoder(run_encoder_layer, case, conventions, impl)
     assert_shape(out, (2, 7, d), rule="encoder layer output is (batch, src_len, d_model)")
     assert_close(
         out,
@@ -73,7 +87,8 @@ def test_encoder_layer(run_encoder_layer, conventions, seed, d, h, d_ff):  # noq
         c.TOL_LAYER,
         rule=f"encoder layer vs torch.nn.TransformerEncoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=bugs,
-        again=lambda: _observed_encoder(run_encoder_layer, other(case, *SECOND_ENCODER), conventions),
+        near=(near.scale, near.positions(-2)),
+        again=lambda: _observed_encoder(run_encoder_layer, other(case, *SECOND_ENCODER), conventions, impl),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, src_mask {mask.int().tolist()}",
     )
 
@@ -94,11 +109,14 @@ def _call_decoder(run_decoder_layer, d, h, d_ff, w, x, memory, src_mask, tgt_mas
     )
 
 
-def _observed_decoder(run_decoder_layer, case, conv):
+def _observed_decoder(run_decoder_layer, case, conv, impl=None):
     """The implementation's decoder layer on ``case`` (d_model, heads, d_ff,
-    weights, x, memory, src_mask, tgt_mask), and the known bugs' replays there."""
+    weights, x, memory, src_mask, tgt_mask), the known bugs' replays there and
+    the oracle's layer with each of the implementation's parts swapped in."""
     case = _given(case, conv)
-    return _call_decoder(run_decoder_layer, *case), KNOWN_BUGS.thunks("encdec.decoder_layer", *case, conv)
+    bugs = KNOWN_BUGS.thunks("encdec.decoder_layer", *case, conv)
+    parts = _part_hints(impl, "encdec.decoder_layer", o.decoder_layer, o.decoder_layer_formula, case, conv)
+    return _call_decoder(run_decoder_layer, *case), bugs + parts
 
 
 # Second inputs: other widths and lengths (n = 6 over m = 4, then n = 4 over m = 8).
@@ -111,11 +129,11 @@ SECOND_DECODER = (
 @pytest.mark.spec("encdec.decoder_layer")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("d", "h", "d_ff"), SHAPES)
-def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noqa: F811
+def test_decoder_layer(run_decoder_layer, impl, conventions, seed, d, h, d_ff):  # noqa: F811
     """Masked self-attention, cross-attention over the encoder output (m = 7 ≠ n = 5), FFN."""
     case = _given((d, h, d_ff, *_decoder_case(seed, d, d_ff)), conventions)
     x, memory = case[4], case[5]
-    out, bugs = _observed_decoder(run_decoder_layer, case, conventions)
+    out, bugs = _observed_decoder(run_decoder_layer, case, conventions, impl)
     assert_shape(out, (2, 5, d), rule="decoder layer output is (batch, tgt_len, d_model)")
     assert_close(
         out,
@@ -123,7 +141,8 @@ def test_decoder_layer(run_decoder_layer, conventions, seed, d, h, d_ff):  # noq
         c.TOL_LAYER,
         rule=f"decoder layer vs torch.nn.TransformerDecoderLayer (float64; declared {conventions.declared(*KEYS)})",
         hints=bugs,
-        again=lambda: _observed_decoder(run_decoder_layer, other(case, *SECOND_DECODER), conventions),
+        near=(near.scale, near.positions(-2)),
+        again=lambda: _observed_decoder(run_decoder_layer, other(case, *SECOND_DECODER), conventions, impl),
         context=f"d_model={d}, heads={h}, d_ff={d_ff}, x{tuple(x.shape)}, memory{tuple(memory.shape)}",
     )
 

@@ -13,6 +13,7 @@ formula in float64.
 import pytest
 import torch
 
+from lmspec.conformance import near
 from lmspec.conformance.asserts import assert_close, assert_shape
 from lmspec.conformance.encdec import cases as c
 from lmspec.conformance.encdec import oracles as o
@@ -54,6 +55,7 @@ def test_feed_forward(run_feed_forward, conventions, seed, d, d_ff):  # noqa: F8
         c.TOL_LAYER,
         rule=f"position-wise FFN fc2({conventions.activation}(fc1 x)) (float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2)),
         again=lambda: _observed_ffn(run_feed_forward, other(case, *SECOND_FFN), conventions),
         context=f"d_model={d}, d_ff={d_ff}, declared activation={conventions.activation!r}",
     )
@@ -98,6 +100,7 @@ def test_layer_norm(run_layer_norm, conventions, seed, d):  # noqa: F811
         c.TOL_FORMULA,
         rule=f"LayerNorm ({conventions.layer_norm!r} variant, float32 vs float64)",
         hints=bugs,
+        near=(near.scale, near.positions(-2)),
         again=lambda: _observed_norm(run_layer_norm, other(case, *SECOND_NORM), conventions),
         context=f"d_model={d}, x{tuple(x.shape)}",
     )

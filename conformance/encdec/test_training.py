@@ -44,7 +44,7 @@ def test_rate(run_rate, step, d_model, factor, warmup):
     assert_close(
         rate,
         torch.tensor([o.rate(step, d_model, factor, warmup)], dtype=torch.float64),
-        c.TOL_SCALAR,
+        c.TOL_RATE,
         rule="rate = factor · d_model^−0.5 · min(step^−0.5, step · warmup^−1.5)",
         hints=bugs,
         again=lambda: _observed_rates(run_rate, *SECOND_RATES),
@@ -89,7 +89,7 @@ def test_rate_step_zero(run_rate):
     assert_close(
         rates,
         torch.tensor([o.rate(0, d_model, factor, warmup)], dtype=torch.float64),
-        c.TOL_SCALAR,
+        c.TOL_RATE,
         rule="rate at step 0 = rate at step 1 (STRICT: the formula starts at step 1)",
         hints=bugs,
         again=lambda: _observed_rates(run_rate, [0], *STEP_ZERO[1]),

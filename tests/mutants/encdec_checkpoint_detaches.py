@@ -27,4 +27,5 @@ MUTANT = {
     "bug": "checkpointed layer fed a detached input: no gradient w.r.t. in_features",
     "run": ["encdec.checkpointing"],
     "profile": "encdec",
+    "hinted": ["the checkpointed layer's input detached"],
 }

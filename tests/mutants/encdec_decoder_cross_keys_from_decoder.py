@@ -17,4 +17,6 @@ MUTANT = {
     "bug": "cross-attention keys and values from the decoder instead of the encoder output",
     "run": ["encdec.decoder_layer"],
     "profile": "encdec",
+    "hinted": ["cross-attention's keys and values from the layer's input x"],
+    "never_hinted": ["the decoder's own state"],
 }

@@ -21,4 +21,6 @@ MUTANT = {
     "bug": "norm2 and norm3 used in each other's place",
     "run": ["encdec.decoder_layer"],
     "profile": "encdec",
+    "hinted": ["norm2 and norm3 used in each other's place"],
+    "never_hinted": ["norm1 and norm2 used in each other's place"],
 }

@@ -15,4 +15,6 @@ MUTANT = {
     "bug": "residual around the norm: x + LN(sublayer(x))",
     "run": ["encdec.encoder_layer"],
     "profile": "encdec",
+    "hinted": ["residual around the norm: x + LN(sublayer(x))"],
+    "never_hinted": ["residual left out"],
 }

@@ -24,4 +24,5 @@ MUTANT = {
     "bug": "argmax of the first position instead of the last",
     "run": ["encdec.greedy"],
     "profile": "encdec",
+    "hinted": ["argmax at the first position instead of the last"],
 }

@@ -17,4 +17,6 @@ MUTANT = {
     "bug": "max_len new ids after start_id (one too many)",
     "run": ["encdec.greedy"],
     "profile": "encdec",
+    "hinted": ["max_len counted without start_id"],
+    "never_hinted": ["one id too few"],
 }

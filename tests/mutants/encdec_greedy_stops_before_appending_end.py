@@ -31,4 +31,5 @@ MUTANT = {
     "bug": "decoding stops when end_id is predicted without appending it",
     "run": ["encdec.greedy"],
     "profile": "encdec",
+    "hinted": ["stops when every row has predicted end_id without appending it"],
 }

@@ -16,4 +16,6 @@ MUTANT = {
     "bug": "window includes j = i - w (w + 1 keys)",
     "run": ["encdec.local_attention"],
     "profile": "encdec",
+    "hinted": ["window includes j = i − w (w + 1 keys)"],
+    "never_hinted": ["window of w − 1 keys"],
 }

@@ -15,4 +15,6 @@ MUTANT = {
     "bug": "the encoder attends to padded source positions (source mask used in cross-attention only)",
     "run": ["encdec.model"],
     "profile": "encdec",
+    "hinted": ["source mask ignored in the encoder (used in cross-attention only)"],
+    "never_hinted": ["source mask ignored in cross-attention"],
 }

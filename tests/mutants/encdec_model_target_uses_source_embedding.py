@@ -17,4 +17,5 @@ MUTANT = {
     "bug": "target ids embedded with the source table",
     "run": ["encdec.model"],
     "profile": "encdec",
+    "hinted": ["target ids embedded with the source table"],
 }

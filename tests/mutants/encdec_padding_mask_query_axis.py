@@ -15,6 +15,7 @@ MUTANT = {
     "bug": "target padding mask on the query axis instead of the key axis",
     "run": ["encdec.masks"],
     "profile": "encdec",
+    "hinted": ["padding on the query axis instead of the key axis"],
     "strict_only": "targets are padded at the end only, so a real query i's keys j <= i are all real: padding on "
     "the query axis changes only the rows of padding queries, which no scored output reads (STRICT checks them)",
 }
