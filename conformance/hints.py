@@ -217,12 +217,16 @@ def _within(got: torch.Tensor, want: torch.Tensor, tol: Any) -> bool:
 _CAUSE, _OR = "; likely cause: ", "; or equally: "
 
 
-def likely_causes(causes: Sequence[str]) -> str:
+def likely_causes(causes: Sequence[str], *, own_line: bool = False) -> str:
     """The text a failure's first line ends with: ``; likely cause: A`` for
     one cause; several (their replays all reproduce the output, on both
     inputs) are one ambiguous finding, never several certainties:
-    ``; likely cause: A; or equally: B``."""
-    return _CAUSE + _OR.join(causes) if causes else ""
+    ``; likely cause: A; or equally: B``. ``own_line``: the same on a line
+    of its own (``\n  likely cause: A; or equally: B``), for messages whose
+    first line is long (merges, decoded text, id sequences)."""
+    if not causes:
+        return ""
+    return ("\n  " + _CAUSE[2:] if own_line else _CAUSE) + _OR.join(causes)
 
 
 def named_causes(message: str) -> list[str]:

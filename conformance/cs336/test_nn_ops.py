@@ -416,7 +416,7 @@ def _check_softmax_huge(run_softmax, device, transform, case, dtype):
         )
         raise AssertionError(
             f"softmax({transform}) must stay finite but has inf/NaN (input {_shape(x)}, dim={dim})"
-            + "".join(f"; likely cause: {c}" for c in causes)
+            + hints.likely_causes(causes)
         )
     rule = f"softmax({transform}) equals the float64 softmax ({dtype})"
     _check_softmax(run_softmax, device, big, dim, rule, second)

@@ -74,7 +74,7 @@ def test_decode_malformed_bytes_become_replacement_character(get_tokenizer, name
     causes = hints.confirmed(_decode_causes(pieces, got), lambda: _decode_causes(second, _decoded(c, second)))
     raise AssertionError(
         f"SPEC 1.3: decode of bytes {b''.join(pieces)!r}: got {got!r}, expected {expected!r}"
-        + "".join(f"\n  likely cause: {cause}" for cause in causes)
+        + hints.likely_causes(causes, own_line=True)
     )
 
 
@@ -108,8 +108,7 @@ def test_decode_joins_bytes_before_decoding(get_tokenizer):
         lambda: _decode_causes(_one_id_per_byte(second), _decoded(c, _one_id_per_byte(second))),
     )
     raise AssertionError(
-        f"SPEC 1.3: decode of one id per byte of {text!r} gave {got!r}"
-        + "".join(f"\n  likely cause: {cause}" for cause in causes)
+        f"SPEC 1.3: decode of one id per byte of {text!r} gave {got!r}" + hints.likely_causes(causes, own_line=True)
     )
 
 

@@ -212,7 +212,7 @@ def assert_iterable_equals_encode(impl, tok, chunks: list[str], *, rule: str, sp
         f"at id {k}: got {got[max(0, k - 3) : k + 4]}, expected "
         f"{expected[max(0, k - 3) : k + 4]} (lengths {len(got)} vs {len(expected)})"
     )
-    message += "".join(f"\n  likely cause: {c}" for c in causes)
+    message += hints.likely_causes(causes, own_line=True)
     raise AssertionError(message + f"\n  input chunks: {show_chunks(chunks)}")
 
 

@@ -275,7 +275,7 @@ def test_train_bpe_merges_stay_inside_pretokens(run_train_bpe, corpus_dir, corpu
                 + ("spans a pre-token boundary: pairs are counted inside GPT-2 pre-tokens" if spans else "")
                 + ("" if spans else "occurs nowhere in the corpus")
                 + f" (pre-tokens: {sorted(pretokens)[:12]})"
-                + "".join(f"\n  likely cause: {cause}" for cause in causes)
+                + hints.likely_causes(causes, own_line=True)
                 + f"\n  input: {corpus.text!r}"
             )
 
