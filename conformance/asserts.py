@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from lmspec.conformance import near as near_miss
-from lmspec.conformance.hints import UNSURE, confirmed, likely_causes, reporting
+from lmspec.conformance.hints import NO_KNOWN_BUG, UNSURE, confirmed, likely_causes, reporting
 from lmspec.conformance.tolerances import Tolerance
 
 # Taken before any implementation under test is imported, so a submission
@@ -135,7 +135,7 @@ def assert_close(
     if near and not named and not problem.startswith("shape") and reporting():
         facts = near_miss.describe(_to64(actual), _to64(expected), tol, near)
         if facts:
-            lines[0] += f"; no known bug reproduces it; near miss: shape right, {facts}"
+            lines[0] += f"{NO_KNOWN_BUG}; near miss: shape right, {facts}"
     if context:
         lines.append(f"  input: {context}")
     raise AssertionError("\n".join(lines))

@@ -9,6 +9,7 @@ cs336 twin: tests/test_hints_switches.py)."""
 
 import pytest
 import torch
+from switch_catalog import failure_causes
 
 from lmspec.conformance.gpt2 import oracles as o
 from lmspec.conformance.gpt2 import (
@@ -21,13 +22,6 @@ from lmspec.conformance.gpt2 import (
     test_model,
 )
 from lmspec.conformance.gpt2.known_bugs import KNOWN_BUGS
-from lmspec.conformance.hints import named_causes
-
-
-def _named(check) -> list[str]:
-    with pytest.raises(AssertionError) as failure:
-        check()
-    return named_causes(str(failure.value))
 
 
 def _f32(t):
@@ -227,4 +221,4 @@ def test_every_registered_item_is_checked():
 @pytest.mark.parametrize("bug", SWITCHES, ids=[f"{b.item}: {b.cause[:48]}" for b in SWITCHES])
 def test_a_gpt2_switch_gets_exactly_its_cause(bug, fixtures_dir):
     build = OTHER_TESTS.get((bug.item, bug.cause)) or CHECKS[bug.item] or _dataset(fixtures_dir)
-    assert _named(build(bug.replay)) == [bug.cause]
+    assert failure_causes(build(bug.replay)) == [bug.cause]

@@ -11,6 +11,7 @@ import contextlib
 import types
 
 import pytest
+from switch_catalog import failure_causes
 
 from lmspec.conformance.cs336 import (
     test_tokenizer,
@@ -65,12 +66,6 @@ def _factory(**switch):
     return get_tokenizer
 
 
-def _named(check) -> list[str]:
-    with pytest.raises(AssertionError) as failure:
-        check()
-    return named_causes(str(failure.value))
-
-
 #: The special-token list each special-token switch is checked on (a present
 #: special beside two absent ones tells every switch apart; the second input is
 #: the other list).
@@ -94,7 +89,7 @@ DECODE_INPUTS = {
 def test_a_special_token_switch_gets_exactly_its_cause(bug):
     get_tokenizer = _factory(special=bug.replay)
     check = lambda: test_tokenizer_specials.test_absent_special_tokens_are_added(get_tokenizer, SPECIAL_INPUT)
-    assert _named(check) == [bug.cause]
+    assert failure_causes(check) == [bug.cause]
 
 
 @pytest.mark.parametrize("bug", KNOWN_BUGS.of("1.3.decode"), ids=lambda b: b.cause[:50])
@@ -108,7 +103,7 @@ def test_a_decode_switch_gets_exactly_its_cause(bug):
         )
     else:
         check = lambda: test_tokenizer_decode.test_decode_unknown_id_raises(get_tokenizer, name)
-    assert _named(check) == [bug.cause]
+    assert failure_causes(check) == [bug.cause]
 
 
 def test_the_correct_tokenizer_passes_the_tests_the_switches_fail():
@@ -117,7 +112,7 @@ def test_the_correct_tokenizer_passes_the_tests_the_switches_fail():
     test_tokenizer_decode.test_decode_malformed_bytes_become_replacement_character(get_tokenizer, "truncated_3_byte")
 
 
-def test_a_cause_the_second_input_does_not_reproduce_is_not_named():
+def test_a_cause_the_second_input_does_not_reproduce_is_notnamed():
     """A tokenizer that gives every absent special one shared id for one list
     of specials, and is right for the other (the test's second input), fails
     with the facts alone: one input is no evidence of a cause."""
@@ -146,23 +141,23 @@ def test_a_vocab_switch_gets_exactly_its_cause(bug, tmp_path):
     text = "the cat sat on the mat<|endoftext|>the hat<|endoftext|>" * 3
     vocab, merges = test_train_bpe.train(run_train_bpe, tmp_path, text, 270, [EOT])
     check = lambda: test_train_bpe.check_vocab(vocab, merges, [EOT], run_train_bpe=run_train_bpe, corpus_dir=tmp_path)
-    assert _named(check) == [bug.cause]
+    assert failure_causes(check) == [bug.cause]
 
 
-def test_reading_the_whole_iterable_first_is_named(monkeypatch):
+def test_reading_the_whole_iterable_first_isnamed(monkeypatch):
     """encode_iterable that joins its input first: the laziness test names it,
     confirmed on a finite stream read whole before the first id."""
     monkeypatch.setattr(test_tokenizer_iterable, "LAZY_PULL_LIMIT_CHARS", 50_000)
     impl = types.SimpleNamespace(repeats=types.SimpleNamespace(paused=contextlib.nullcontext))
-    named = _named(lambda: test_tokenizer_iterable.test_encode_iterable_is_lazy(_factory(), impl))
+    named = failure_causes(lambda: test_tokenizer_iterable.test_encode_iterable_is_lazy(_factory(), impl))
     assert named == [test_tokenizer_iterable._READS_ALL]
 
 
-def test_a_tokenizer_that_needs_a_merge_is_named():
+def test_a_tokenizer_that_needs_a_merge_isnamed():
     """Built from an empty merge list it raises, from one merge it works:
     named, confirmed on the second vocabulary."""
     check = lambda: test_tokenizer.test_encode_with_no_merges_is_one_id_per_byte(_factory(no_merges=True))
-    assert _named(check) == [test_tokenizer.NO_MERGES]
+    assert failure_causes(check) == [test_tokenizer.NO_MERGES]
     test_tokenizer.test_encode_with_no_merges_is_one_id_per_byte(_factory())
 
 
@@ -201,7 +196,7 @@ def test_a_training_switch_gets_exactly_its_cause(cause, tmp_path):
     check = lambda: test_train_bpe.check_merges(
         merges, text, 256 + 1 + 12, [EOT], "r", run_train_bpe=run_train_bpe, corpus_dir=tmp_path
     )
-    assert _named(check) == [cause]
+    assert failure_causes(check) == [cause]
 
 
 class _CutSpecialAsText(_Switched):
@@ -221,7 +216,7 @@ class _CutSpecialAsText(_Switched):
 _IMPL = types.SimpleNamespace(repeats=types.SimpleNamespace(paused=contextlib.nullcontext))
 
 
-def test_a_special_token_cut_at_a_chunk_boundary_is_named():
+def test_a_special_token_cut_at_a_chunk_boundary_isnamed():
     """The switch fails on a long chunk ending in half a special token and is
     told exactly its cause, confirmed on the second cut stream; encoding each
     chunk on its own differs from it there, so the two are told apart."""
@@ -229,7 +224,7 @@ def test_a_special_token_cut_at_a_chunk_boundary_is_named():
     tok = _CutSpecialAsText(vocab, merges, [EOT])
     chunks = [test_tokenizer_iterable.long_prefix("<|endof"), "text|", ">x"]
     check = lambda: test_tokenizer_iterable.assert_iterable_equals_encode(_IMPL, tok, chunks, rule="r", specials=(EOT,))
-    assert _named(check) == [test_tokenizer_iterable._CUT_SPECIAL]
+    assert failure_causes(check) == [test_tokenizer_iterable._CUT_SPECIAL]
     second = test_tokenizer_iterable.second_cut_stream()
     per_chunk = [i for c in second for i in tok.encode(c)]
     assert per_chunk != test_tokenizer_iterable._cut_special_replay(_IMPL, tok, second, [EOT])

@@ -52,6 +52,11 @@ class Entry(NamedTuple):
     def name(self) -> str:
         return self.path.stem
 
+    @property
+    def run(self) -> list[str] | None:
+        """The items it is graded on: its ``run``, else its ``spec`` item (None: every item)."""
+        return self.meta.get("run") or ([self.meta["spec"]] if "spec" in self.meta else None)
+
 
 def _header(path: Path, var: str) -> dict:
     for node in ast.parse(path.read_text()).body:
@@ -124,8 +129,7 @@ class Outcome(NamedTuple):
 
 def run_one(entry: Entry, server: ForkServer | None = None) -> Outcome:
     start = time.perf_counter()
-    run = entry.meta.get("run") or [entry.meta["spec"]]
-    report = run_suite(entry.path, run, profile=entry.meta.get("profile"), server=server)
+    report = run_suite(entry.path, entry.run, profile=entry.meta.get("profile"), server=server)
     if report.get("import_error") or report.get("problem"):
         why = report.get("import_error") or report.get("problem")
         return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)

@@ -32,9 +32,7 @@ def _grade(entry: mutants.Entry, server: ForkServer, hints: bool) -> tuple[dict[
         os.environ["LMSPEC_HINTS"] = "off"
     try:
         start = time.perf_counter()
-        report = mutants.run_suite(
-            entry.path, entry.meta.get("run") or [entry.meta["spec"]], profile=entry.meta.get("profile"), server=server
-        )
+        report = mutants.run_suite(entry.path, entry.run, profile=entry.meta.get("profile"), server=server)
         return report, time.perf_counter() - start
     finally:
         os.environ.pop("LMSPEC_HINTS", None)

@@ -39,9 +39,8 @@ def _cpu() -> float:
 
 
 def _grade(entry: mutants.Entry, server: ForkServer | None) -> tuple[dict[str, Any], float]:
-    run = entry.meta.get("run") or ([entry.meta["spec"]] if "spec" in entry.meta else None)
     start = time.time()
-    report = mutants.run_suite(entry.path, run, profile=entry.meta.get("profile"), server=server)
+    report = mutants.run_suite(entry.path, entry.run, profile=entry.meta.get("profile"), server=server)
     return report, time.time() - start
 
 
