@@ -25,7 +25,8 @@ BATCH = "batch (a whole course, on Dask distributed: pip install 'lmspec[batch]'
 @dataclass(frozen=True)
 class Option:
     """One option. ``flags``: its spellings (the first is the canonical one);
-    ``judge``: the grader passes it on to the judge (both scopes then);
+    ``judge``: the grader passes it on to the judge (both scopes then; one of
+    the suite's scope only is set by lmspec's own tools, never by a grader);
     ``env``: an environment variable that supplies the default."""
 
     dest: str
@@ -225,7 +226,16 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
     ),
     # --- the suite's plugin ---
-    _suite("in_process", ("--in-process",), False, "DEBUG ONLY: run the implementation in this process", flag=True),
+    # passed on to the judge (lmspec's own meta-tests, tools/mutants.py), never a grader's option
+    Option(
+        "in_process",
+        ("--in-process",),
+        False,
+        "DEBUG ONLY: run the implementation in this process",
+        flag=True,
+        scopes=frozenset({SUITE}),
+        judge=True,
+    ),
     _suite("max_examples", ("--max-examples",), None, "Hypothesis max_examples override", int),
     _suite(
         "shrink_budget",

@@ -55,11 +55,19 @@ def judge_server():
     """A warm judge for this test process's many short gradings (every mutant, every variant):
     each grading forks it instead of starting Python, pytest and torch afresh
     (conformance/judge/forkserver.py; BENCHMARKS.md section 11)."""
-    from lmspec.conformance.judge.forkserver import ForkServer
+    from lmspec.tools.mutants import meta_server
 
-    server = ForkServer()
+    server = meta_server()
     yield server
     server.close()
+
+
+@pytest.fixture
+def in_process(request) -> bool:
+    """Whether a catalog case runs its adapter (lmspec's own) inside its judge: the full catalog does
+    (``nox -s meta``, marked ``catalog``); the fast suite's sample goes through the sandboxed worker,
+    as a submission does, so both ways stay tested (BENCHMARKS.md section 11)."""
+    return request.node.get_closest_marker("catalog") is not None
 
 
 @pytest.fixture(scope="session")

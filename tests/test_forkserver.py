@@ -11,6 +11,7 @@ from lmspec.conformance.judge.forkserver import ForkServer
 from lmspec.conformance.judge.launch import run_judge
 from lmspec.conformance.options import Settings
 from lmspec.conformance.target import resolve
+from lmspec.tools.mutants import meta_server
 
 #: A stand-in suite: it records the judge's process ids, leaves a mark in the judge's modules that
 #: the next judge must not see, and waits while a flag file exists beside it.
@@ -76,7 +77,7 @@ def test_a_judge_past_its_deadline_is_ended_and_the_server_serves_on(tmp_path: P
 
 
 #: A stand-in suite that writes down the constants Hypothesis draws inputs from (read from the sources of
-#: the local modules loaded by then), one file per judge.
+#: the local modules loaded by then), one file per judge, once the implementation has started.
 CONSTANTS_SUITE = """
 import os
 from pathlib import Path
@@ -84,28 +85,32 @@ from pathlib import Path
 from hypothesis.internal.conjecture.providers import _get_local_constants
 
 
-def test_writes_the_local_constants():
+def test_writes_the_local_constants(impl):
     constants = sorted(repr(c) for c in _get_local_constants())
     (Path(__file__).parent / f"constants-{os.getpid()}.txt").write_text("\\n".join(constants))
 """
 
 
-def test_a_forked_judge_draws_from_the_constants_a_fresh_one_reads(tmp_path: Path) -> None:
+def test_forked_and_in_process_judges_draw_from_the_constants_a_fresh_one_reads(tmp_path: Path) -> None:
     """The server reads Hypothesis' constants of the modules it preloads once (forkserver.local_constants);
-    a judge forked from it ends with the same set as a fresh judge, which reads them all itself."""
+    a judge forked from it ends with the same set as a fresh judge, which reads them all itself. So does
+    a judge running the implementation inside itself (--in-process, the meta-tests' catalog), forked from
+    a server that preloads the references: their modules and the implementation's are the worker's, never
+    read (forkserver.unread_constants)."""
     (tmp_path / "suite").mkdir()
     (tmp_path / "suite" / "test_stand_in.py").write_text(CONSTANTS_SUITE)
     settings = Settings(suite=[str(tmp_path / "suite" / "test_stand_in.py")], jobs=1, timeout=300.0)
-    fresh = run_judge(resolve(None, "cs336"), settings, tmp_path / "fresh")
-    server = ForkServer()
-    try:
-        forked = run_judge(resolve(None, "cs336"), settings, tmp_path / "forked", server=server)
-    finally:
-        server.close()
-    for run in (fresh, forked):
+    runs = [run_judge(resolve(None, "cs336"), settings, tmp_path / "fresh")]
+    for server, way in ((ForkServer(), settings), (meta_server(), settings.replace(in_process=True))):
+        try:
+            runs.append(run_judge(resolve(None, "cs336"), way, tmp_path / f"forked-{len(runs)}", server=server))
+        finally:
+            server.close()
+    for run in runs:
         assert run.report is not None and [t["outcome"] for t in run.report["tests"]] == ["passed"], (
             run.log.read_text()[-2000:]
         )
+    assert runs[2].report["in_process"] and not runs[1].report["in_process"]
     written = [p.read_text().splitlines() for p in sorted((tmp_path / "suite").glob("constants-*.txt"))]
-    assert len(written) == 2 and len(written[0]) > 100, [len(w) for w in written]
-    assert written[0] == written[1], sorted(set(written[0]) ^ set(written[1]))[:20]
+    assert len(written) == 3 and len(written[0]) > 100, [len(w) for w in written]
+    assert written[0] == written[1] == written[2], [sorted(set(written[0]) ^ set(w))[:20] for w in written[1:]]

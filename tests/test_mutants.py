@@ -38,8 +38,8 @@ def test_encdec_catalog_covers_every_core_item():
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
-def test_suite_kills_mutant(mutant, judge_server):
-    outcome = run_one(mutant, judge_server)
+def test_suite_kills_mutant(mutant, judge_server, in_process):
+    outcome = run_one(mutant, judge_server, in_process)
     if outcome.strict_only:
         assert mutant.meta.get("strict_only"), (
             f"mutant {mutant.name} ({mutant.meta['bug']}) is caught only by unscored tests: the score misses it. "

@@ -20,8 +20,11 @@ def test_encdec_reference_runs_in_both_norm_conventions():
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
-def test_suite_accepts_variant(variant, judge_server):
-    report = run_suite(variant.path, variant.meta.get("run"), profile=variant.meta.get("profile"), server=judge_server)
+def test_suite_accepts_variant(variant, judge_server, in_process):
+    report = run_suite(
+        variant.path, variant.meta.get("run"), profile=variant.meta.get("profile"), server=judge_server,
+        in_process=in_process,
+    )  # fmt: skip
     assert report.get("import_error") is None, report["import_error"]
     assert report["tests"], "no tests ran:\n" + report["output"]
     bad = bad_tests(report, "must", "should")

@@ -79,6 +79,14 @@ def sample(entries: list[Entry]) -> list[Entry]:
     return sorted(first.values(), key=lambda e: e.name)
 
 
+def meta_server() -> ForkServer:
+    """A warm judge for lmspec's own catalog: it has also imported every profile's reference, which
+    the catalog's adapters build on (used by judges run ``in_process``)."""
+    from lmspec.conformance.profiles import all_profiles
+
+    return ForkServer(preload=tuple(p.reference for p in all_profiles()))
+
+
 def run_suite(
     adapter: Path | str,
     spec: list[str] | None,
@@ -87,9 +95,13 @@ def run_suite(
     jobs: int = 1,
     profile: str | None = None,
     server: ForkServer | None = None,
+    in_process: bool = False,
 ) -> dict:
     """The judge's report for one adapter (or a minimal one saying why there is none); ``server``: the
-    judge is forked from it (conformance/judge/forkserver.py) instead of started afresh."""
+    judge is forked from it (conformance/judge/forkserver.py) instead of started afresh;
+    ``in_process``: the adapter, one of lmspec's own, runs inside the judge (``--in-process``: the same
+    worker server, requests and replies encoded as over the pipe; no sandbox, no second process, no
+    per-call time limit)."""
     settings = Settings(
         spec=",".join(spec) if spec else None,
         jobs=jobs,
@@ -97,6 +109,7 @@ def run_suite(
         timeout=900.0,
         timeout_per_call=60.0,
         profile=profile,
+        in_process=in_process,
     )
     with tempfile.TemporaryDirectory(prefix="lmspec-meta-") as tmp:
         run = run_judge(resolve(str(adapter), profile), settings, Path(tmp), server=server)
@@ -127,9 +140,9 @@ class Outcome(NamedTuple):
         return self.strict_killed and not self.killed
 
 
-def run_one(entry: Entry, server: ForkServer | None = None) -> Outcome:
+def run_one(entry: Entry, server: ForkServer | None = None, in_process: bool = False) -> Outcome:
     start = time.perf_counter()
-    report = run_suite(entry.path, entry.run, profile=entry.meta.get("profile"), server=server)
+    report = run_suite(entry.path, entry.run, profile=entry.meta.get("profile"), server=server, in_process=in_process)
     if report.get("import_error") or report.get("problem"):
         why = report.get("import_error") or report.get("problem")
         return Outcome(entry, False, False, f"adapter did not load: {why}", time.perf_counter() - start)
@@ -194,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--causes", action="store_true", help="also print, per profile, how many are told their right likely cause"
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run each mutant inside its judge (as the full catalog of nox -s meta does), not in a sandboxed worker",
+    )
     args = parser.parse_args(argv)
     if not MUTANTS_DIR.is_dir():
         print(
@@ -219,9 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(entry: Entry) -> Outcome:  # each thread forks its judges from a warm judge of its own
         if not hasattr(local, "server"):
-            local.server = ForkServer()
+            local.server = meta_server()
             servers.append(local.server)
-        return run_one(entry, local.server)
+        return run_one(entry, local.server, args.in_process)
 
     try:
         with ThreadPoolExecutor(args.jobs) as pool:

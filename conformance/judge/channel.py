@@ -15,9 +15,10 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +259,27 @@ def _ns_pid(pid: int) -> int | None:
     return None
 
 
+@contextlib.contextmanager
+def _traced(tracer: Any) -> Iterator[None]:
+    """Python's trace function set to ``tracer`` for the frames started inside (this thread's)."""
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(before)
+
+
 class InProcessChannel:
     """The worker's server in this very process (``--in-process``)."""
 
     def __init__(self, spec: WorkerSpec, pull: Callable[[int, int], Any]):
+        import torch
+
+        # what is imported from here on is the worker's (its code, the implementation's modules): Hypothesis
+        # must not draw from their constants in this judge, as a judge with a worker of its own never reads them
+        before = set(sys.modules)
+        from lmspec.conformance.judge.forkserver import unread_constants
         from lmspec.conformance.judge.worker import __main__ as entry
         from lmspec.conformance.judge.worker import serve
 
@@ -270,23 +288,31 @@ class InProcessChannel:
         self.scratch = sandbox.make_scratch()
         self._serve = serve
         self._pending: bytes | None = None
+        self._tracer: Any = None
         paths = ["--path", str(ROOT)] if spec.allow_reference else []
         args = entry.parse([*spec.worker_args(), "--scratch", str(self.scratch), *paths])
+        torch.set_num_threads(spec.threads)  # as the worker sets its own (serve.serve_fds)
         self.server, ready = serve.start(args, self._pull(pull))
+        unread_constants(m for name, m in list(sys.modules.items()) if name not in before)
         self._pending = protocol.encode({"ready": ready})
         self.host_pid = os.getpid()
 
-    @staticmethod
-    def _pull(pull: Callable[[int, int], Any]) -> Callable[[int, int], tuple[list, bool]]:
+    def _pull(self, pull: Callable[[int, int], Any]) -> Callable[[int, int], tuple[list, bool]]:
         def ask(ident: int, n: int) -> tuple[list, bool]:
             from lmspec.conformance.judge.worker.serve import unpack_pull
 
-            return unpack_pull(ident, protocol.decode(protocol.encode(pull(ident, n))))
+            with _traced(self._tracer):  # the judge's own code, as when it answers a worker's pull
+                answer = pull(ident, n)
+            return unpack_pull(ident, protocol.decode(protocol.encode(answer)))
 
         return ask
 
     def send(self, data: bytes) -> None:
-        self._pending = self._serve.handle(self.server, data)
+        # Hypothesis' explain phase traces the lines the judge runs (sys.settrace): the worker's are not the
+        # judge's, and tracing them costs a failing test seconds (a GPT-2 forward, line by line)
+        self._tracer = sys.gettrace()
+        with _traced(None):
+            self._pending = self._serve.handle(self.server, data)
 
     def receive(self, deadline: float) -> bytes:
         data, self._pending = self._pending, None
