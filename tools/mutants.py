@@ -1,5 +1,8 @@
 """Mutation testing of the suite itself, through the grader's own harness
-(conformance.judge.launch: the judge process and its sandboxed worker).
+(conformance.judge.launch: the judge process and its sandboxed worker; with
+``--in-process``, as the full catalog of ``nox -s meta`` runs, the same
+worker server inside the judge: lmspec's own adapters need no sandbox, and
+each grading is then one forked judge, BENCHMARKS.md section 11).
 
 Each file in tests/mutants/ is an adapter with one realistic bug and a
 ``MUTANT = {"spec": ..., "bug": ..., "run": [...]}`` header. A mutant is
