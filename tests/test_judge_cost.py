@@ -31,3 +31,26 @@ def test_a_mismatch_is_described_without_importing_sympy() -> None:
     ).stdout.splitlines()
     assert out[0].startswith("max |error| 5; worst at [1, 2, 0]: got 5, expected 0 (error 5); 2/24 elements"), out
     assert out[1] == "[]", out
+
+
+#: The phases of the Hypothesis profiles the judge's plugin registers, in a fresh interpreter (loading the
+#: plugin loads a profile: not in the test process).
+_PHASES = """
+from hypothesis import settings
+import lmspec.conformance.plugin
+for name in ("ci", "dev", "thorough"):
+    print(name, sorted(p.name for p in settings.get_profile(name).phases))
+"""
+
+
+def test_a_failing_test_is_not_rerun_to_explain_it() -> None:
+    """Hypothesis' explain phase re-runs a failing test (0.5-4.5 s each, the submission's calls included)
+    to list the lines only failing cases ran and the arguments that do not matter: that reaches the
+    judge's log, never a message. The profiles a grading runs under leave it out; "thorough" keeps it."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PHASES], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
+    ).stdout.splitlines()
+    phases = {line.split()[0]: line.split(" ", 1)[1] for line in out}
+    for name in ("ci", "dev"):
+        assert "explain" not in phases[name] and "'shrink'" in phases[name] and "'generate'" in phases[name], out
+    assert "explain" in phases["thorough"], out
