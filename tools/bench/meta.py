@@ -20,9 +20,10 @@ reached its time budget, which a loaded machine reaches sooner); exit 1
 otherwise: a verdict changed. Printed: per grading the phases of
 results.json's ``timings`` (first way) and each way's wall time, then the
 CPU-seconds of each way in all: of a fresh judge ``RUSAGE_CHILDREN`` (the
-judge and its worker), of a forked way its fork server's reaped children
-(/proc: every judge it forked and their workers; the server's own start-up
-left out).
+judge), of a forked way its fork server's reaped children (/proc: every
+judge it forked; the server's own start-up left out). A sandboxed worker is
+killed at the end of its grading and never reaped into either: the CPU of a
+sandboxed way is its judges' only, of an in-process way everything.
 """
 
 import argparse
@@ -61,6 +62,8 @@ class Way:
         self.name, self.in_process = name, in_process
         self.server = mutants.meta_server() if forked else None
         self.cpu = self.wall = 0.0
+        # a sandboxed worker is killed at the end of its grading, never reaped into anyone's children's time
+        self.counted = "" if in_process else " of judges"
 
     def children_cpu(self) -> float:
         return _own_children_cpu() if self.server is None else _server_children_cpu(self.server)
@@ -138,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             way.server.close()
     print(
         f"{n} gradings, load {load:.1f} -> {os.getloadavg()[0]:.1f}: "
-        + "; ".join(f"{w.name} {w.wall:.1f} s of wall, {w.cpu:.1f} CPU-s ({w.cpu / n:.2f} each)" for w in ways)
+        + "; ".join(
+            f"{w.name} {w.wall:.1f} s of wall, {w.cpu:.1f} CPU-s{w.counted} ({w.cpu / n:.2f} each)" for w in ways
+        )
         + f"; wall ratio {ways[1].wall / ways[0].wall:.2f}, CPU ratio {ways[1].cpu / max(ways[0].cpu, 1e-9):.2f};"
         f" outcomes changed: {changed or 'none'}"
     )
