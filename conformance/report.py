@@ -148,6 +148,11 @@ def _leaf(exc: BaseException) -> BaseException:
             return exc
 
 
+#: How Hypothesis begins its note with the failing example: "Falsifying example" until 6.13x, "Failing test
+#: case" (a generated one) or "Failing explicit example" (an @example) since.
+_EXAMPLE_NOTES = ("Falsifying", "Failing test case", "Failing explicit example")
+
+
 def failure_message(exc: BaseException) -> str:
     """The first real failure, with Hypothesis' falsifying example."""
     leaf = _leaf(exc)
@@ -157,7 +162,7 @@ def failure_message(exc: BaseException) -> str:
         text = str(leaf)
     else:
         text = f"{type(leaf).__name__}: {leaf}"
-    notes = [n for n in getattr(leaf, "__notes__", []) or [] if isinstance(n, str) and n.startswith("Falsifying")]
+    notes = [n for n in getattr(leaf, "__notes__", []) or [] if isinstance(n, str) and n.startswith(_EXAMPLE_NOTES)]
     if notes:
         text += "\n" + notes[0]
     return text[:MESSAGE_CHARS]
