@@ -32,9 +32,9 @@ from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
 
 # --- Hypothesis profiles ----------------------------------------------------
-# No explain phase but in "thorough": what it finds (the lines only failing cases ran, which are the suite's
-# own asserts; the arguments that do not matter) reaches the judge's log, never a message or a report,
-# and it costs every failing test 0.5-4.5 s of re-running (BENCHMARKS.md section 11).
+# No explain phase but in "thorough": it re-runs every failing test for 0.5-4.5 s to list the lines only
+# failing cases ran (the suite's own asserts, to a student) and to mark the arguments that do not matter,
+# and the list reached the judge's log only (BENCHMARKS.md section 11).
 _common = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -45,8 +45,8 @@ for name in ("ci", "dev", "thorough"):
 
 def test_a_failing_test_is_not_rerun_to_explain_it() -> None:
     """Hypothesis' explain phase re-runs a failing test (0.5-4.5 s each, the submission's calls included)
-    to list the lines only failing cases ran and the arguments that do not matter: that reaches the
-    judge's log, never a message. The profiles a grading runs under leave it out; "thorough" keeps it."""
+    to list the lines only failing cases ran (the suite's own asserts) and mark the arguments that do not
+    matter. The profiles a grading runs under leave it out; "thorough" keeps it."""
     out = subprocess.run(
         [sys.executable, "-c", _PHASES], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT
     ).stdout.splitlines()
