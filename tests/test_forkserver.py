@@ -96,7 +96,7 @@ def test_forked_and_in_process_judges_draw_from_the_constants_a_fresh_one_reads(
     a judge forked from it ends with the same set as a fresh judge, which reads them all itself. So does
     a judge running the implementation inside itself (--in-process, the meta-tests' catalog), forked from
     a server that preloads the references: their modules and the implementation's are the worker's, never
-    read (forkserver.unread_constants)."""
+    read (channel.imports_unread)."""
     (tmp_path / "suite").mkdir()
     (tmp_path / "suite" / "test_stand_in.py").write_text(CONSTANTS_SUITE)
     settings = Settings(suite=[str(tmp_path / "suite" / "test_stand_in.py")], jobs=1, timeout=300.0)

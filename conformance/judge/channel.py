@@ -260,6 +260,22 @@ def _ns_pid(pid: int) -> int | None:
 
 
 @contextlib.contextmanager
+def imports_unread() -> Iterator[None]:
+    """The modules imported inside are marked read by Hypothesis without being read: it never draws
+    inputs from their constants. For what a sandboxed worker imports when it is imported into the judge
+    instead (--in-process, and the references a fork server preloads for it): a judge with a worker of
+    its own never reads those."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # Hypothesis' private set: where it is missing, nothing is hidden
+            from hypothesis.internal.conjecture import providers
+
+            providers._seen_modules.update(id(m) for name, m in list(sys.modules.items()) if name not in before)
+
+
+@contextlib.contextmanager
 def _traced(tracer: Any) -> Iterator[None]:
     """Python's trace function set to ``tracer`` for the frames started inside (this thread's)."""
     before = sys.gettrace()
@@ -276,25 +292,20 @@ class InProcessChannel:
     def __init__(self, spec: WorkerSpec, pull: Callable[[int, int], Any]):
         import torch
 
-        # what is imported from here on is the worker's (its code, the implementation's modules): Hypothesis
-        # must not draw from their constants in this judge, as a judge with a worker of its own never reads them
-        before = set(sys.modules)
-        from lmspec.conformance.judge.forkserver import unread_constants
-        from lmspec.conformance.judge.worker import __main__ as entry
-        from lmspec.conformance.judge.worker import serve
-
         self.spec = spec
         self.output = _Output()
         self.scratch = sandbox.make_scratch()
-        self._serve = serve
-        self._pending: bytes | None = None
         self._tracer: Any = None
         paths = ["--path", str(ROOT)] if spec.allow_reference else []
-        args = entry.parse([*spec.worker_args(), "--scratch", str(self.scratch), *paths])
-        torch.set_num_threads(spec.threads)  # as the worker sets its own (serve.serve_fds)
-        self.server, ready = serve.start(args, self._pull(pull))
-        unread_constants(m for name, m in list(sys.modules.items()) if name not in before)
-        self._pending = protocol.encode({"ready": ready})
+        with imports_unread():  # the worker's code and the implementation's modules
+            from lmspec.conformance.judge.worker import __main__ as entry
+            from lmspec.conformance.judge.worker import serve
+
+            args = entry.parse([*spec.worker_args(), "--scratch", str(self.scratch), *paths])
+            torch.set_num_threads(spec.threads)  # as the worker sets its own (serve.serve_fds)
+            self.server, ready = serve.start(args, self._pull(pull))
+        self._serve = serve
+        self._pending: bytes | None = protocol.encode({"ready": ready})
         self.host_pid = os.getpid()
 
     def _pull(self, pull: Callable[[int, int], Any]) -> Callable[[int, int], tuple[list, bool]]:

@@ -29,7 +29,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -56,7 +55,7 @@ class ForkServer:
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
         """``preload``: modules of lmspec's own that its judges import into themselves besides
         ``PRELOAD`` (the references, for lmspec's meta-tests' ``--in-process`` judges), marked read by
-        Hypothesis as a worker's modules are (``unread_constants``)."""
+        Hypothesis as a worker's modules are (``channel.imports_unread``)."""
         self.preload = preload
         self._proc: subprocess.Popen | None = None
         self._key: tuple | None = None
@@ -240,16 +239,6 @@ def local_constants() -> None:
         providers._get_local_constants()
 
 
-def unread_constants(modules: Iterable[Any]) -> None:
-    """Mark ``modules`` read by Hypothesis without reading them: their constants are never drawn from
-    (what a sandboxed worker imports, when it is imported into the judge instead: --in-process, and
-    the reference preloaded for it)."""
-    with contextlib.suppress(Exception):
-        from hypothesis.internal.conjecture import providers
-
-        providers._seen_modules.update(id(m) for m in modules)
-
-
 def main() -> None:
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", cwd)]  # nothing from the working folder
@@ -258,11 +247,12 @@ def main() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     local_constants()
-    before = set(sys.modules)
-    for name in sys.argv[1:]:
-        if name.startswith("lmspec."):
-            importlib.import_module(name)
-    unread_constants(m for name, m in list(sys.modules.items()) if name not in before)
+    from lmspec.conformance.judge.channel import imports_unread  # preloaded with the plugin
+
+    with imports_unread():
+        for name in sys.argv[1:]:
+            if name.startswith("lmspec."):
+                importlib.import_module(name)
     import gc
 
     gc.freeze()  # the preloaded objects: never scanned in a judge, so their pages stay shared with the server
