@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from . import dynamo
 from .loader import load
 from .protocol import ProtocolError, decode, encode, read_frame, write_frame
 from .server import JudgeIterableError, Server, describe
@@ -20,6 +21,7 @@ def start(args: Any, pull: Pull) -> tuple[Server, dict]:
     server and the "ready" report for the judge. ``args``: __main__.parse."""
     import torch
 
+    dynamo.defer()  # before the submission: its optimizer's first add_param_group would import torch._dynamo
     info = load(args.adapter, args.root, args.scratch, tuple(args.path), args.binder, args.data)
     module = info["module"]
     functions = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None)))
