@@ -15,6 +15,7 @@ import shutil
 import signal
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,22 +148,29 @@ def _make_fixture(function: profiles.Function):
         if not impl.has(name):
             pytest.skip(str(NotImplementedByAdapter(name, function.extended, said=impl.absent(name))))
         fn = RemoteFunction(impl, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
-            try:
-                return fn(*args, **kwargs)
-            except NotImplementedByAdapter as exc:
-                # pytest.skip raises a BaseException, which Hypothesis re-raises
-                # at once instead of shrinking it as a failure.
-                pytest.skip(str(exc))
-
+        call = _skipping(fn)
         call.__name__ = call.__qualname__ = name
         call.__signature__ = fn.__signature__  # type: ignore[attr-defined]
         call.proxy = fn  # type: ignore[attr-defined]
+        call.repeat = _skipping(fn.repeat)  # type: ignore[attr-defined]
         return call
 
     return _fixture
+
+
+def _skipping(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method``, skipping the test where the adapter says the function is not implemented."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return method(*args, **kwargs)
+        except NotImplementedByAdapter as exc:
+            # pytest.skip raises a BaseException, which Hypothesis re-raises
+            # at once instead of shrinking it as a failure.
+            pytest.skip(str(exc))
+
+    return call
 
 
 #: One fixture per adapter function of every profile (names are unique across profiles).

@@ -126,12 +126,17 @@ class Connection:
         payload = encode({**message, "seq": self._seq}, encode_hook)
         mark = channel.output.total
         deadline = time.monotonic() + self.call_timeout
+        ticks = int(message.get("repeat") or 1) - 1  # a repeat request: the limit holds per call
         try:
             channel.send(payload)
             while True:
                 reply = decode(channel.receive(deadline), decode_hook)
                 if isinstance(reply, dict) and "pull" in reply:
                     channel.send(encode(self.pull(reply.get("pull"), reply.get("n"))))
+                    continue
+                if isinstance(reply, dict) and "tick" in reply and ticks > 0:
+                    ticks -= 1  # the next of the repeated calls starts: its own time limit
+                    deadline = time.monotonic() + self.call_timeout
                     continue
                 break
         except ChannelTimeout:

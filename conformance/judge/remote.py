@@ -67,12 +67,23 @@ class RemoteFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        return self.impl_call(self._named(args, kwargs))
+
+    def repeat(self, n: int, *args: Any, **kwargs: Any) -> list[Any]:
+        """What ``n`` calls with these arguments, one after the other, return, in one round trip
+        to the worker: each call gets its own copies of the arguments, except those the interface
+        writes back (a torch.Generator: each call draws from it where the previous one left it,
+        and its state comes back after the last); the per-call time limit holds for each call."""
+        __tracebackhide__ = True
+        return self.impl_call(self._named(args, kwargs), repeat=n)
+
+    def _named(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         bound = self.__signature__.bind(*args, **kwargs)
         if self.function.explicit_defaults:
             bound.apply_defaults()  # the curriculum's tests always pass these
-        return self.impl_call(dict(bound.arguments))
+        return dict(bound.arguments)
 
-    def impl_call(self, named: dict[str, Any]) -> Any:
+    def impl_call(self, named: dict[str, Any], repeat: int | None = None) -> Any:
         __tracebackhide__ = True
         impl = self.impl
         prepared, writeback = prepare(self.function, named)
@@ -90,6 +101,8 @@ class RemoteFunction:
             "kwargs": prepared,
             "audit": impl.audited(self.name),
         }
+        if repeat is not None:
+            message["repeat"] = repeat
         value = call(impl, message, self.name, marshal)
         for opt in optimizers:
             opt.sync()  # load_state_dict may change its hyperparameters

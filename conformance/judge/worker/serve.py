@@ -16,9 +16,10 @@ from .server import JudgeIterableError, Server, describe
 Pull = Callable[[int, int], tuple[list, bool]]
 
 
-def start(args: Any, pull: Pull) -> tuple[Server, dict]:
+def start(args: Any, pull: Pull, tick: Callable[[int], None] = lambda k: None) -> tuple[Server, dict]:
     """Import the adapter (through the profile's binder when it has one); the
-    server and the "ready" report for the judge. ``args``: __main__.parse."""
+    server and the "ready" report for the judge. ``args``: __main__.parse;
+    ``pull`` and ``tick``: the server's ways to the judge during a call."""
     import torch
 
     dynamo.defer()  # before the submission: its optimizer's first add_param_group would import torch._dynamo
@@ -38,7 +39,7 @@ def start(args: Any, pull: Pull) -> tuple[Server, dict]:
         "pid": os.getpid(),
         "cuda": torch.cuda.is_available(),
     }
-    return Server(module, args.root, args.scratch, pull), ready
+    return Server(module, args.root, args.scratch, pull, tick), ready
 
 
 def handle(server: Server, data: bytes) -> bytes:
@@ -79,7 +80,10 @@ def serve_fds(fd_in: int, fd_out: int, args: Any) -> int:
         answer = decode(read_frame(fd_in))
         return unpack_pull(ident, answer)
 
-    server, ready = start(args, pull)
+    def tick(k: int) -> None:
+        write_frame(fd_out, encode({"tick": k}))
+
+    server, ready = start(args, pull, tick)
     write_frame(fd_out, encode({"ready": ready}))
     while True:
         try:

@@ -9,6 +9,12 @@ a handle table; the judge refers to them by number.
 
 Ops:
   call      {fn, args, kwargs, audit}        an adapter function
+            {..., repeat: n}                 n calls in a row, each with fresh copies of
+                                             the arguments (written-back objects shared:
+                                             a generator is drawn from by each in turn);
+                                             a list of n results. Before each call after
+                                             the first, a {"tick": k} frame (no answer):
+                                             the judge's per-call limit starts again
   invoke    {h, args, kwargs, audit}         call a handle (a class, a callable)
   method    {h, name, args, kwargs, audit}   call a method of a handle
   next      {h, n, audit}                    up to n items of an iterator handle
@@ -51,6 +57,8 @@ _WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 #: Items per pull from a judge-side iterable and per ``next`` batch cap.
 PULL_BATCH = 256
 MAX_NEXT = 8192
+#: Most calls one ``repeat`` request may ask for.
+MAX_REPEAT = 10_000
 
 
 class JudgeIterableError(Exception):
@@ -82,11 +90,19 @@ _WRITABLE = frozenset({"param", "module", "optimizer", "generator", "bytesio"})
 
 
 class Server:
-    def __init__(self, module: Any, root: Path | None, scratch: Path, pull: Callable[[int, int], tuple[list, bool]]):
+    def __init__(
+        self,
+        module: Any,
+        root: Path | None,
+        scratch: Path,
+        pull: Callable[[int, int], tuple[list, bool]],
+        tick: Callable[[int], None] = lambda k: None,
+    ):
         self.module = module
         self.root = root
         self.scratch = scratch
         self.pull = pull  # asks the judge for items of one of its iterables
+        self.tick = tick  # tells the judge that call k of a repeat request starts
         self.handles: dict[int, Any] = {}
         self.mirrors: dict[int, torch.nn.Parameter] = {}  # rid -> parameter mirrored from the judge
         self.sent_grads: dict[int, torch.Tensor | None] = {}  # id(param) -> the grad the judge sent
@@ -308,9 +324,9 @@ class Server:
         try:
             if recorder is not None:
                 with recorder:
-                    result = self._invoke(op, target, args, kwargs, request)
+                    result = self._invoke(op, target, args, kwargs, request, writeback)
             else:
-                result = self._invoke(op, target, args, kwargs, request)
+                result = self._invoke(op, target, args, kwargs, request, writeback)
         except BaseException as exc:
             return {"err": describe(exc, what), "audit": recorder.findings if recorder else []}
         reply: dict[str, Any] = {"ok": result}
@@ -348,7 +364,9 @@ class Server:
             return obj, type(obj).__name__
         raise ProtocolError(f"unknown op {op!r}")
 
-    def _invoke(self, op: str, target: Any, args: list, kwargs: dict, request: dict[str, Any]) -> Any:
+    def _invoke(self, op: str, target: Any, args: list, kwargs: dict, request: dict[str, Any], writeback: dict) -> Any:
+        if op == "call" and "repeat" in request:
+            return self._repeat(target, args, kwargs, _int(request, "repeat"), writeback)
         if op == "next":
             n = max(1, min(int(request.get("n") or 1), MAX_NEXT))
             items = list(itertools.islice(target, n))
@@ -356,6 +374,21 @@ class Server:
         if op == "optimizer":
             return self._step(target, request)
         return target(*args, **kwargs)
+
+    def _repeat(self, fn: Callable, args: list, kwargs: dict, n: int, writeback: dict) -> list:
+        """``n`` calls of ``fn``, as ``n`` requests would make them: the first with the decoded
+        arguments (the ones checked for mutation), each later one with fresh copies of them taken
+        before the first; objects written back (a generator) are the same object in every call."""
+        if not 1 <= n <= MAX_REPEAT:
+            raise ProtocolError(f"repeat must be 1 to {MAX_REPEAT}")
+        shared = {id(obj) for _, obj in writeback.values()}
+        pristine = _fresh((args, kwargs), shared)
+        results = [fn(*args, **kwargs)]
+        for k in range(1, n):
+            self.tick(k)
+            again_args, again_kwargs = _fresh(pristine, shared)
+            results.append(fn(*again_args, **again_kwargs))
+        return results
 
     def _step(self, opt: torch.optim.Optimizer, request: dict[str, Any]) -> dict[str, Any]:
         """Hyperparameters the judge changed go into the groups (a schedule
@@ -442,6 +475,27 @@ def _updates(writeback: dict[int, tuple[str, Any]], sent_grads: dict[int, Any]) 
         elif kind == "outfile":
             updates[wb] = {"data": obj.read_bytes() if obj.is_file() else None}
     return updates
+
+
+def _fresh(value: Any, shared: set[int]) -> Any:
+    """A copy of decoded arguments for another call: tensors, arrays and containers anew, the
+    objects in ``shared`` and everything else (handles, numbers, strings) as they are."""
+    if id(value) in shared:
+        return value
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return (
+            torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+            if isinstance(value, torch.nn.Parameter)
+            else copy.requires_grad_(value.requires_grad)
+        )
+    if isinstance(value, np.ndarray) and not isinstance(value, np.memmap):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _fresh(v, shared) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_fresh(v, shared) for v in value)
+    return value
 
 
 # --- mutation of arguments (a STRICT finding) --------------------------------------------
