@@ -6,11 +6,13 @@ to end gradings are in tests/test_hostile_host.py and tests/test_hostile.py."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import pytest
 import torch
@@ -41,6 +43,38 @@ def test_frame_of_many_empty_arrays_is_refused() -> None:
 
 def test_frame_of_many_empty_tensors_is_refused() -> None:
     assert "tensors and arrays" in _refused([torch.empty(0)] * (protocol.MAX_ARRAYS + 1))
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        (["float32", [2], "cpu", 0, b"\0" * 7], "is not float32 [2]"),  # bytes short of the shape
+        (["float32", [1 << 61, 4], "cpu", 0, b""], "is not float32"),  # a shape the bytes do not cover
+        (["object", [1], "cpu", 0, b"\0" * 8], "dtype 'object' is not accepted"),
+        (["float32", [-1], "cpu", 0, b""], "bad tensor shape"),
+        (["float32", [1.5], "cpu", 0, b""], "bad tensor shape"),
+        (["float32", [1], "cpu", 0, "abcd"], "device, flags or data"),
+        (["float32", [1], "cpu", 0], "must be [dtype, shape, device, flags, data]"),
+        ({"dtype": "float32"}, "bad tensor"),
+    ],
+)
+def test_malformed_tensors_are_refused(fields: object, why: str) -> None:
+    frame = msgpack.packb(msgpack.ExtType(protocol.EXT_TENSOR, msgpack.packb(fields)))
+    with pytest.raises(protocol.ProtocolError, match=re.escape(why)):
+        protocol.decode(frame)
+
+
+def test_tensors_travel_exactly() -> None:
+    """Every accepted dtype, with its shape, views and flags; bool bytes other than 0 and 1 are True."""
+    sent = [torch.arange(12, dtype=torch.float64).reshape(3, 4).t()[1:], torch.tensor(2.5, dtype=torch.bfloat16)]
+    sent += [torch.arange(6).to(d).reshape(2, 3) for d in protocol._DTYPES] + [torch.zeros(0, 3)]
+    sent += [torch.nn.Parameter(torch.ones(2)), torch.ones(2, requires_grad=True)]
+    back = protocol.decode(protocol.encode(sent))
+    for a, b in zip(sent, back, strict=True):
+        assert (type(b), b.dtype, b.shape, b.requires_grad) == (type(a), a.dtype, a.shape, a.requires_grad)
+        assert torch.equal(a.detach(), b.detach())
+    bools = msgpack.packb(msgpack.ExtType(protocol.EXT_TENSOR, msgpack.packb(["bool", [3], "cpu", 0, b"\0\2\1"])))
+    assert protocol.decode(bools).tolist() == [False, True, True]
 
 
 def test_frame_of_many_tuples_is_refused() -> None:
