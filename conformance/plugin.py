@@ -88,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
         session_dir = workerinput["lmspec_session_dir"]
     else:
         session_dir = tempfile.mkdtemp(prefix="lmspec-session-")
+    from lmspec.conformance.judge.worker import dynamo
+
+    # the judge's own optimizers would import torch._dynamo too (a checkpoint's stand-in SGD); its FLOP
+    # oracle still does (torch's decompositions on the meta device), in the judge process that runs it
+    dynamo.defer()
     config._lmspec_session = JudgeSession(  # type: ignore[attr-defined]
         options.from_pytest(config), Path(session_dir), xdist_worker=workerinput is not None
     )
@@ -242,6 +247,14 @@ class _Fixtures:
                 pytest.fail(f"{exc}; LMSPEC_REQUIRE_FIXTURES is set", pytrace=False)
             pytest.skip(f"{NOT_CHECKED_PREFIX} {exc}")
         raise AssertionError("unreachable")
+
+    def has(self, name: str) -> bool:
+        """Whether the official file ``name`` is at hand and verified (neither skips nor fails)."""
+        try:
+            self.files.path(name)
+        except (FixtureMissing, FixtureRefused):
+            return False
+        return True
 
 
 @pytest.fixture(scope="session")

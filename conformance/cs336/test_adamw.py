@@ -352,7 +352,7 @@ def _round_trip(cls, run: AdamWRun):
 
 
 @spec("3.adamw")
-def test_adamw_official_run_matches_snapshot_or_torch(get_adamw_cls, request):
+def test_adamw_official_run_matches_snapshot_or_torch(get_adamw_cls, fixtures_dir):
     """The official CS336 optimizer run (Linear(3, 2), 1000 steps, lr 1e-3, λ 0.01,
     float32) ends within atol 1e-4 of torch.optim.AdamW or of the official
     snapshot (shared/fixtures/official_adamw_expected.npz)."""
@@ -370,15 +370,20 @@ def test_adamw_official_run_matches_snapshot_or_torch(get_adamw_cls, request):
                 opt.step()
         return model.weight.detach().clone()
 
+    def snapshot() -> torch.Tensor:  # skips the test where the file is missing
+        return torch.from_numpy(np.load(fixtures_dir / "official_adamw_expected.npz")["array"])
+
     actual = official_run(get_adamw_cls())
+    # the snapshot first where it is at hand: torch.optim.AdamW's first step in a process imports torch._dynamo
+    at_hand = fixtures_dir.has("official_adamw_expected.npz")
+    if at_hand and describe_mismatch(actual, snapshot(), ADAMW_OFFICIAL) is None:
+        return
     with_torch = official_run(torch.optim.AdamW)
     if describe_mismatch(actual, with_torch, ADAMW_OFFICIAL) is None:
         return
-    fixtures_dir = request.getfixturevalue("fixtures_dir")
-    snapshot = torch.from_numpy(np.load(fixtures_dir / "official_adamw_expected.npz")["array"])
     assert_close(
         actual,
-        snapshot,
+        snapshot(),
         ADAMW_OFFICIAL,
         rule="3.adamw: the official 1000-step run must match torch.optim.AdamW or the snapshot",
         context=f"torch.optim.AdamW gives {with_torch.tolist()}",
