@@ -265,11 +265,12 @@ def _grade(
         report.implementation["import_error"] = broken
         explain_error(report, prepared, settings)
         return report
-    # the session speaks the wire format (torch, numpy): imported when a grading starts, so that
-    # `lmspec grade --help` stays light (tests/test_lmspec_help.py)
-    from lmspec.conformance.session import probe_profile
+    if target.detected_by == "star-import":  # names a static read cannot tell: a worker says
+        # the session speaks the wire format (torch, numpy): imported only here, so that the grader's
+        # own process never imports torch otherwise (4 CPU-seconds of a grading; tests/test_lmspec_help.py)
+        from lmspec.conformance.session import probe_profile
 
-    target = probe_profile(target, settings)
+        target = probe_profile(target, settings)
     # --timeout bounds the whole grading: what building the environment took is not the judge's
     left = settings.timeout - (_dt.datetime.now(_dt.UTC) - started).total_seconds()
     run, compromised = _guarded_run(target, settings.replace(timeout=max(left, 1.0)), out, progress)
