@@ -24,7 +24,7 @@ travel raw beside its dtype and shape, and the decoder checks that they are
 exactly shape x dtype bytes of an accepted dtype before it builds anything
 (bfloat16 included, which numpy cannot hold); a tensor once travelled as a
 safetensors file of its own, whose header and checks cost 0.1-0.3 ms a
-tensor (a sampling test sends 12,000: BENCHMARKS.md section 11). numpy
+tensor (a sampling test sent 12,000: BENCHMARKS.md section 12). numpy
 arrays still do (safetensors' numpy format: the dtype and bounds checks of
 its Rust parser).
 
