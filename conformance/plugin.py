@@ -90,8 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
         session_dir = tempfile.mkdtemp(prefix="lmspec-session-")
     from lmspec.conformance.judge.worker import dynamo
 
-    # the judge's own optimizers would import torch._dynamo too (a checkpoint's stand-in SGD); its FLOP
-    # oracle still does (torch's decompositions on the meta device), in the judge process that runs it
+    # the judge's own optimizers (a checkpoint's stand-in SGD) and its FLOP oracle (FlopCounterMode over
+    # torch's decompositions) would import torch._dynamo at their first call, as a submission's AdamW would
     dynamo.defer()
     config._lmspec_session = JudgeSession(  # type: ignore[attr-defined]
         options.from_pytest(config), Path(session_dir), xdist_worker=workerinput is not None
