@@ -114,3 +114,21 @@ def test_the_judge_leaves_torch_dynamo_unimported_for_its_flop_oracle_and_its_op
         timeout=600,
     )
     assert proc.stdout.splitlines()[-1:] == ["0 False"], proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_a_torch_whose_wrapper_is_of_another_make_is_left_as_it_is():
+    """An older torch (no ``_disable_dynamo``, or one that does not cache its mark): nothing is
+    changed and nothing raises (the worker's start must not fail on it)."""
+    code = textwrap.dedent(
+        """
+        import torch
+        from lmspec.conformance.judge.worker import dynamo
+        torch._disable_dynamo = lambda fn=None, recursive=True: fn  # a wrapper that caches nothing
+        print(dynamo.defer())
+        del torch._disable_dynamo
+        print(dynamo.defer())
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["0", "0"], proc.stdout + proc.stderr[-2000:]
