@@ -104,11 +104,10 @@ def _cuda_available() -> bool:
 
 
 def probe_profile(target: Target, settings: Any) -> Target:
-    """A file whose names a static read cannot tell (``from mine import *``):
-    ask a sandboxed worker which names the module defines, and take the
-    profile they identify (the default when none). Other targets unchanged."""
-    if target.detected_by != "star-import":
-        return target
+    """A file whose names a static read cannot tell (``from mine import *``,
+    ``target.detected_by == "star-import"``: its callers ask only then): ask a
+    sandboxed worker which names the module defines, and take the profile they
+    identify (the default when none)."""
     sandbox, _ = resolve(settings.sandbox)
     environment = target.environment or {}  # --env auto: bound, never run on the host
     spec = WorkerSpec(

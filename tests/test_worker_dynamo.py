@@ -1,8 +1,8 @@
-"""The worker does not import torch._dynamo for a submission's optimizer
-(conformance/judge/worker/dynamo.py): 2.5-3.9 CPU-seconds of every grading
-that reaches its AdamW, spent only to mark torch.optim's methods for
-torch.compile. Each check runs in a fresh interpreter (this one may have
-imported torch._dynamo already)."""
+"""Neither the worker (for a submission's optimizer) nor the judge (for its
+own optimizers and FLOP oracle) imports torch._dynamo
+(conformance/judge/worker/dynamo.py): 2.5-3.9 CPU-seconds of a grading,
+spent only to mark torch's functions for torch.compile. Each check runs in a
+fresh interpreter (this one may have imported torch._dynamo already)."""
 
 import os
 import subprocess
@@ -11,6 +11,20 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter with lmspec importable, from the repository."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=timeout,
+    )
+
 
 # A student's AdamW in a style of its own (its own state keys, out-of-place moments),
 # subclassing torch.optim.Optimizer as the handout asks.
@@ -78,14 +92,7 @@ print("same parameters as torch.optim.AdamW:", torch.allclose(student, reference
 
 def test_the_worker_leaves_torch_dynamo_unimported_until_the_submission_compiles(tmp_path: Path):
     (tmp_path / "adapters.py").write_text(ADAPTER)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(PROBE), str(tmp_path / "adapters.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = _python(PROBE, str(tmp_path / "adapters.py"), str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == [
         "imported before compile: False",
@@ -104,22 +111,14 @@ print(int(rc), "torch._dynamo" in sys.modules)
 def test_the_judge_leaves_torch_dynamo_unimported_for_its_flop_oracle_and_its_optimizers():
     """The judge's FLOP oracle (FlopCounterMode over decompositions on the meta device) and its
     stand-in optimizers (the checkpoint tests) meet the same wrappers (BENCHMARKS.md section 12)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-c", JUDGE, "flop_counter or checkpoint"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=600,
-    )
+    proc = _python(JUDGE, "flop_counter or checkpoint", timeout=600)
     assert proc.stdout.splitlines()[-1:] == ["0 False"], proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 def test_a_torch_whose_wrapper_is_of_another_make_is_left_as_it_is():
     """An older torch (no ``_disable_dynamo``, or one that does not cache its mark): nothing is
     changed and nothing raises (the worker's start must not fail on it)."""
-    code = textwrap.dedent(
+    proc = _python(
         """
         import torch
         from lmspec.conformance.judge.worker import dynamo
@@ -129,6 +128,4 @@ def test_a_torch_whose_wrapper_is_of_another_make_is_left_as_it_is():
         print(dynamo.defer())
         """
     )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and proc.stdout.split() == ["0", "0"], proc.stdout + proc.stderr[-2000:]
