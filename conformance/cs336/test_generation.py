@@ -204,10 +204,14 @@ _SECOND_SAMPLING = (
 
 def _draw(run_sample_next_token, values, temperature, top_p, draws=2000) -> list[int]:
     """Per-token counts of ``draws`` samples from a generator seeded 2024: ``draws`` calls in a
-    row, in one round trip to the worker (RemoteFunction.repeat)."""
+    row, in one round trip to the worker (RemoteFunction.repeat) where the function has one."""
     gen = torch.Generator().manual_seed(2024)
     counts = [0] * len(values)
-    for token in map(int, run_sample_next_token.repeat(draws, torch.tensor(values), temperature, top_p, gen)):
+    if hasattr(run_sample_next_token, "repeat"):
+        tokens = run_sample_next_token.repeat(draws, torch.tensor(values), temperature, top_p, gen)
+    else:
+        tokens = [run_sample_next_token(torch.tensor(values), temperature, top_p, gen) for _ in range(draws)]
+    for token in map(int, tokens):
         assert 0 <= token < len(values), f"4.generation: sampled id {token} outside 0..{len(values) - 1}"
         counts[token] += 1
     return counts
