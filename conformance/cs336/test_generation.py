@@ -204,7 +204,8 @@ _SECOND_SAMPLING = (
 
 def _draw(run_sample_next_token, values, temperature, top_p, draws=2000) -> list[int]:
     """Per-token counts of ``draws`` samples from a generator seeded 2024: ``draws`` calls in a
-    row, in one round trip to the worker (RemoteFunction.repeat) where the function has one."""
+    row, in one round trip to the worker (RemoteFunction.repeat) where the function has one (the
+    plain functions tests/test_hints_training.py passes are called one by one)."""
     gen = torch.Generator().manual_seed(2024)
     counts = [0] * len(values)
     if hasattr(run_sample_next_token, "repeat"):
