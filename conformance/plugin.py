@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -26,11 +26,12 @@ from lmspec import ROOT
 from lmspec.conformance import options, profiles, report
 from lmspec.conformance.fixtures import FixtureMissing, FixtureRefused, FixtureSet, folder_problem
 from lmspec.conformance.judge.faults import NotImplementedByAdapter
-from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.launch import die_with_parent, end_group_on_sigterm
-from lmspec.conformance.judge.remote import RemoteFunction
 from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX
 from lmspec.conformance.session import JudgeSession
+
+if TYPE_CHECKING:  # torch: not imported by pytest-xdist's controller, which only starts the judge's processes
+    from lmspec.conformance.judge.implementation import Implementation
 
 # --- Hypothesis profiles ----------------------------------------------------
 # No explain phase but in "thorough": it re-runs every failing test for 0.5-4.5 s to list the lines only
@@ -80,23 +81,21 @@ def pytest_configure(config: pytest.Config) -> None:
         end_group_on_sigterm()  # a judge the grader started: a SIGTERM ends its workers too
     if workerinput is not None:
         die_with_parent(signal.SIGKILL)()  # an xdist worker outlives no judge
+        session_dir = workerinput["lmspec_session_dir"]
+    else:
+        session_dir = tempfile.mkdtemp(prefix="lmspec-session-")
+    session = config._lmspec_session = JudgeSession(  # type: ignore[attr-defined]
+        options.from_pytest(config), Path(session_dir), xdist_worker=workerinput is not None
+    )
+    report.configure(config)
+    if not config.option.collectonly and not (workerinput is None and getattr(config.option, "numprocesses", None)):
+        session.start_early()  # a process that runs tests (not pytest-xdist's controller), before it imports torch
+    if workerinput is not None:
         # Tiny tensors: intra-op threads in each xdist worker only contend for
         # the same cores (measured 30x slower small forwards under load).
         import torch
 
         torch.set_num_threads(1)
-        session_dir = workerinput["lmspec_session_dir"]
-    else:
-        session_dir = tempfile.mkdtemp(prefix="lmspec-session-")
-    from lmspec.conformance.judge.worker import dynamo
-
-    # the judge's own optimizers (a checkpoint's stand-in SGD) and its FLOP oracle (FlopCounterMode over
-    # torch's decompositions) would import torch._dynamo at their first call, as a submission's AdamW would
-    dynamo.defer()
-    config._lmspec_session = JudgeSession(  # type: ignore[attr-defined]
-        options.from_pytest(config), Path(session_dir), xdist_worker=workerinput is not None
-    )
-    report.configure(config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -109,7 +108,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = getattr(config, "_lmspec_session", None)
     if session is not None and session.impl is not None:
         report.record_findings(config, session)
-        session.impl.close()
+    if session is not None:
+        session.close()
     if session is not None and getattr(config, "workerinput", None) is None:
         shutil.rmtree(session.session_dir, ignore_errors=True)  # made by this (main) judge process
 
@@ -129,8 +129,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _dynamo_deferred() -> None:
+    """The judge's own optimizers (a checkpoint's stand-in SGD) and its FLOP oracle (FlopCounterMode
+    over torch's decompositions) would import torch._dynamo at their first call, as a submission's
+    AdamW would (judge/worker/dynamo.py). A fixture, not pytest_configure: pytest-xdist's controller
+    runs no test and imports no torch."""
+    from lmspec.conformance.judge.worker import dynamo
+
+    dynamo.defer()
+
+
 @pytest.fixture(scope="session")
-def impl(pytestconfig: pytest.Config) -> Implementation:
+def impl(pytestconfig: pytest.Config) -> "Implementation":
     """The implementation under test (its worker); fails every test that
     needs it when it cannot be loaded."""
     implementation = session_of(pytestconfig).implementation(lambda s: report.record_worker(pytestconfig, s))
@@ -149,7 +160,9 @@ def _make_fixture(function: profiles.Function):
     name = function.name
 
     @pytest.fixture(scope="session", name=name)
-    def _fixture(impl: Implementation):
+    def _fixture(impl: "Implementation"):
+        from lmspec.conformance.judge.remote import RemoteFunction
+
         if not impl.has(name):
             pytest.skip(str(NotImplementedByAdapter(name, function.extended, said=impl.absent(name))))
         fn = RemoteFunction(impl, name)

@@ -23,7 +23,7 @@ from _pytest.outcomes import OutcomeException
 
 from lmspec import ROOT
 from lmspec.conformance.judge.faults import Fault, SubmissionError
-from lmspec.conformance.judge.implementation import Paths
+from lmspec.conformance.judge.sandbox import Paths
 from lmspec.conformance.outcomes import NOT_CHECKED_PREFIX, Outcome
 
 SCHEMA = "lmspec-judge/1"

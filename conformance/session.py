@@ -4,19 +4,23 @@ first use). The plugin keeps one ``JudgeSession`` on the pytest config;
 the report reads it.
 """
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmspec.conformance import profiles
 from lmspec.conformance.fixtures import FixtureSet
 from lmspec.conformance.judge.faults import WorkerFault
-from lmspec.conformance.judge.implementation import Implementation
 from lmspec.conformance.judge.sandbox import WorkerSpec, resolve
 from lmspec.conformance.target import Target, TargetError
 from lmspec.conformance.target import resolve as resolve_target
+
+if TYPE_CHECKING:
+    from lmspec.conformance.judge.channel import ProcessChannel
+    from lmspec.conformance.judge.implementation import Implementation
 
 IN_PROCESS_WARNING = "--in-process: the implementation ran INSIDE the judge (debugging only, not grading)"
 
@@ -68,14 +72,37 @@ class JudgeSession:
         )
         self.impl: Implementation | None = None
         self.start_error: BaseException | None = None
+        self._early: ProcessChannel | None = None  # the worker, started ahead of its first use
 
     @property
     def root(self) -> Path | None:
         return self.target.root
 
-    def implementation(self, on_first_start: Callable[["JudgeSession"], None] | None = None) -> Implementation:
+    def start_early(self) -> None:
+        """Start the worker now, ahead of its first use: its Python, torch and the submission load
+        while this judge imports torch and collects (a second or two of wall time each, which
+        otherwise follow one another). Not for --in-process; a worker that cannot be started here is
+        started again at first use, which reports why."""
+        if self.in_process or self.impl is not None or self.start_error is not None or self._early is not None:
+            return
+        from lmspec.conformance.judge.channel import ProcessChannel
+
+        with contextlib.suppress(Exception):
+            self._early = ProcessChannel(self.spec, self.settings.startup_timeout)
+
+    def close(self) -> None:
+        """End the worker (started or started early)."""
+        if self.impl is not None:
+            self.impl.close()
+        if self._early is not None:
+            self._early.kill()
+            self._early = None
+
+    def implementation(self, on_first_start: Callable[["JudgeSession"], None] | None = None) -> "Implementation":
         """The implementation under test, started on first use (its start
         error, raised again for every test that needs it)."""
+        from lmspec.conformance.judge.implementation import Implementation  # torch: see the plugin's imports
+
         if self.impl is None and self.start_error is None:
             try:
                 self.impl = Implementation(
@@ -86,9 +113,12 @@ class JudgeSession:
                     startup_timeout=self.settings.startup_timeout,
                     session_dir=self.session_dir,
                     warnings=tuple(self.warnings),
+                    early=self._early,
                 )
             except BaseException as exc:
                 self.start_error = exc
+            finally:
+                self._early = None  # the implementation's now (its start-up failure kills it)
             if on_first_start is not None:
                 on_first_start(self)
         if self.start_error is not None:
@@ -121,6 +151,8 @@ def probe_profile(target: Target, settings: Any) -> Target:
         base_python=environment.get("base_python"),
         hidden=target.hidden,
     )
+    from lmspec.conformance.judge.implementation import Implementation
+
     try:
         probe = Implementation(spec, {}, startup_timeout=settings.startup_timeout)
     except (Exception, WorkerFault):  # the real start reports why it cannot load (WorkerFault: a BaseException)

@@ -458,6 +458,31 @@ def test_smoke_without_the_plot_extra_skips_the_plot_check_and_says_so(
     )
 
 
+def test_a_run_in_doubt_lists_every_selected_item_as_an_error_those_that_ran_and_those_that_did_not() -> None:
+    """A judge without xdist stops at a module that fails to collect and reports no test: the items
+    it never ran are errors too, not left out of the maximum score (nor is one that ran scored)."""
+    import datetime
+
+    from lmspec.conformance.target import Target
+    from lmspec.tools.grade import points, results
+
+    judge = {"tests": [_record("test_silu", "2.silu", "passed")], "sandbox": "bwrap", "faults": []}
+    report = results.build_report(
+        judge,
+        points=points.PointsTable(),
+        target=Target("x.py", "/x/x.py", None, "x", "cs336"),
+        started=datetime.datetime.now(datetime.UTC),
+        duration_s=1.0,
+        settings={"spec": "2.silu,2.rope"},
+        run_error="the suite itself is broken",
+    )
+    assert [(i.id, i.status) for i in report.items] == [("2.silu", "error"), ("2.rope", "error")]
+    assert report.score == 0 and report.max_score == sum(i.max_points for i in report.items) > 0
+    (silu, rope) = report.items
+    assert len(silu.tests) == 1 and not rope.tests
+    assert rope.explanation == "not graded: the suite itself is broken"
+
+
 @pytest.mark.slow
 def test_a_suite_module_that_fails_to_collect_is_the_graders_error(tmp_path: Path) -> None:
     """Under xdist a test module of the suite that fails to import is left out and the run goes
@@ -468,7 +493,8 @@ def test_a_suite_module_that_fails_to_collect_is_the_graders_error(tmp_path: Pat
     clone = _copy_checkout(tmp_path / "lmspec")
     with open(clone / "conformance" / "cs336" / "test_rope.py", "a") as f:
         f.write("\ndef broken(:\n")
-    rc, output, _ = run_grader(tmp_path / "out", "--spec", "2.rope", "--jobs", "2", checkout=clone)
+    # two items: one judge process an item at most (launch.judge_processes)
+    rc, output, _ = run_grader(tmp_path / "out", "--spec", "2.rope,2.silu", "--jobs", "2", checkout=clone)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert rc == 1 and data["score"] == 0, output
     assert "test_rope.py" in data["error"] and "the grader's own error" in data["error"], data["error"]

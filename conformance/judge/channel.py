@@ -25,7 +25,7 @@ from typing import Any
 from lmspec import ROOT
 from lmspec.conformance.judge import sandbox
 from lmspec.conformance.judge.sandbox import Sandbox, WorkerSpec
-from lmspec.conformance.judge.worker import protocol
+from lmspec.conformance.judge.worker import frames
 
 #: Bytes of the worker's own output kept (the first, then the last).
 OUTPUT_HEAD = 64 << 10
@@ -101,6 +101,7 @@ def _set_limits(limits: list[tuple[int, int, int]]) -> Callable[[], None]:
 
 class ProcessChannel:
     def __init__(self, spec: WorkerSpec, startup_timeout: float):
+        self.started_at = time.monotonic()
         self.spec = spec
         self.output = _Output()
         self.scratch = sandbox.make_scratch()
@@ -142,15 +143,15 @@ class ProcessChannel:
     # --- frames ---------------------------------------------------------------------
     def send(self, data: bytes) -> None:
         try:
-            protocol.write_frame(self._to_worker, data)
+            frames.write_frame(self._to_worker, data)
         except (BrokenPipeError, OSError) as exc:
             raise ChannelClosed(str(exc)) from exc
 
     def receive(self, deadline: float) -> bytes | bytearray:
         header = self._read(4, deadline)
-        (n,) = protocol._LEN.unpack(header)
-        if n > protocol.MAX_FRAME:
-            raise protocol.ProtocolError(f"announced message of {n} bytes exceeds the limit")
+        (n,) = frames.LENGTH.unpack(header)
+        if n > frames.MAX_FRAME:
+            raise frames.ProtocolError(f"announced message of {n} bytes exceeds the limit")
         return self._read(n, deadline)
 
     def _read(self, n: int, deadline: float) -> bytearray:
@@ -299,7 +300,7 @@ class InProcessChannel:
         paths = ["--path", str(ROOT)] if spec.allow_reference else []
         with imports_unread():  # the worker's code and the implementation's modules
             from lmspec.conformance.judge.worker import __main__ as entry
-            from lmspec.conformance.judge.worker import serve
+            from lmspec.conformance.judge.worker import protocol, serve
 
             args = entry.parse([*spec.worker_args(), "--scratch", str(self.scratch), *paths])
             torch.set_num_threads(spec.threads)  # as the worker sets its own (serve.serve_fds)
@@ -310,6 +311,7 @@ class InProcessChannel:
 
     def _pull(self, pull: Callable[[int, int], Any]) -> Callable[[int, int], tuple[list, bool]]:
         def ask(ident: int, n: int) -> tuple[list, bool]:
+            from lmspec.conformance.judge.worker import protocol
             from lmspec.conformance.judge.worker.serve import unpack_pull
 
             with _traced(self._tracer):  # the judge's own code, as when it answers a worker's pull

@@ -47,19 +47,23 @@ class Connection:
         self._seq = 0
 
     # --- the worker process -----------------------------------------------------------
-    def start(self) -> None:
-        started = time.monotonic()
+    def start(self, early: ProcessChannel | None = None) -> None:
+        """Start a worker, or take ``early``, one started ahead of its first use (its start-up
+        counted from then)."""
+        started = early.started_at if early is not None else time.monotonic()
         try:
-            self._start_worker()
+            self._start_worker(early)
         finally:
             self.startups.append(round(time.monotonic() - started, 3))
 
-    def _start_worker(self) -> None:
+    def _start_worker(self, early: ProcessChannel | None = None) -> None:
         self.generation += 1
         for forget in self.on_restart:
             forget()
         try:
-            if self.in_process:
+            if early is not None:
+                self.channel = early
+            elif self.in_process:
                 self.channel = InProcessChannel(self.spec, self.pull)
             else:
                 self.channel = ProcessChannel(self.spec, self.startup_timeout)

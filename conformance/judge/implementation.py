@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lmspec import ROOT
 from lmspec.conformance.judge import measure
 from lmspec.conformance.judge.connection import Connection
 from lmspec.conformance.judge.faults import (
@@ -34,11 +33,12 @@ from lmspec.conformance.judge.faults import (
     WorkerFault,
     remote_exception,
 )
-from lmspec.conformance.judge.sandbox import SANDBOX_BASE_DIR, WorkerSpec
+from lmspec.conformance.judge.sandbox import Paths, WorkerSpec
 from lmspec.conformance.judge.worker.protocol import ProtocolError, Tagged
 from lmspec.conformance.plain import plain
 
 if TYPE_CHECKING:
+    from lmspec.conformance.judge.channel import ProcessChannel
     from lmspec.conformance.profiles import Function
 
 #: Top-level names of lmspec's own packages: a submission reaching for one is cheating.
@@ -157,29 +157,6 @@ class Audit:
             self.findings.extend(f for f in reply.get("audit") or [] if isinstance(f, dict))
 
 
-class Paths:
-    """Worker-reported paths as this judge and the submission's author see them."""
-
-    def __init__(self, root: Path | None):
-        self.root = root
-
-    @staticmethod
-    def host(path: str) -> str:
-        """A path the worker reported, as this judge sees it (the sandbox shows
-        lmspec's reference, for its own meta-test adapters, elsewhere)."""
-        if path.startswith(SANDBOX_BASE_DIR + "/lmspec/"):
-            return str(ROOT) + path[len(SANDBOX_BASE_DIR) + len("/lmspec") :]
-        return path
-
-    def display(self, where: str) -> str:
-        """A "path:line" relative to the submission's folder (or to lmspec for its reference)."""
-        path = self.host(where)
-        for base in (self.root, ROOT):
-            if base is not None and path.startswith(str(base) + "/"):
-                return path[len(str(base)) + 1 :]
-        return path
-
-
 class Implementation:
     """The implementation under test for one judge process."""
 
@@ -193,7 +170,9 @@ class Implementation:
         startup_timeout: float = 120.0,
         session_dir: Path | None = None,
         warnings: tuple[str, ...] = (),
+        early: "ProcessChannel | None" = None,
     ):
+        """``early``: the worker, started ahead of this (JudgeSession.start_early)."""
         self.spec = spec
         self.functions = functions  # the profile's adapter functions, by name
         self.warnings = list(warnings)
@@ -215,7 +194,7 @@ class Implementation:
         self.findings: list[str] = []  # compromise: lmspec's own code reached from the submission
         self.last_mutations: list[str] = []
         self.mutations: list[tuple[str, str]] = []  # (function, how it changed an argument), every call
-        self.connection.start()
+        self.connection.start(early)
         if isinstance(self.ready.get("error"), dict):
             self._note_lmspec_import(self.ready["error"])
 

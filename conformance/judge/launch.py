@@ -128,10 +128,23 @@ def judge_command(
     args += ["--hypothesis-profile", settings.hypothesis_profile]
     # the judge's own backstop per test (every call into the worker has its own limit)
     args += ["--timeout", f"{max(300.0, 5 * settings.timeout_per_call):g}", "--timeout-method", "signal"]
-    jobs = settings.jobs or 1
+    jobs = judge_processes(settings, target)
     if jobs > 1:
         args += ["-n", str(jobs)]
     return args
+
+
+def judge_processes(settings: Any, target: Target) -> int:
+    """--jobs, but no more judge processes than the items --spec selects: each one starts a judge
+    and a sandboxed worker of its own (BENCHMARKS.md section 13), which one item's tests seldom
+    outlast."""
+    jobs = settings.jobs or 1
+    selectors = [s.strip() for s in (settings.spec or "").split(",") if s.strip()]
+    if jobs > 1 and selectors:
+        profile = profiles.get(target.profile)
+        selected = sum(1 for item in profile.items if profile.matches(item.id, selectors))
+        jobs = max(1, min(jobs, selected))
+    return jobs
 
 
 def _environment() -> dict[str, str]:

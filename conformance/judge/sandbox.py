@@ -324,3 +324,26 @@ def rlimits(spec: WorkerSpec) -> list[tuple[int, int, int]]:
             value = min(value, hard)
         out.append((res, value, value if hard == resource.RLIM_INFINITY else min(value, hard)))
     return out
+
+
+class Paths:
+    """Worker-reported paths as this judge and the submission's author see them."""
+
+    def __init__(self, root: Path | None):
+        self.root = root
+
+    @staticmethod
+    def host(path: str) -> str:
+        """A path the worker reported, as this judge sees it (the sandbox shows
+        lmspec's reference, for its own meta-test adapters, elsewhere)."""
+        if path.startswith(SANDBOX_BASE_DIR + "/lmspec/"):
+            return str(ROOT) + path[len(SANDBOX_BASE_DIR) + len("/lmspec") :]
+        return path
+
+    def display(self, where: str) -> str:
+        """A "path:line" relative to the submission's folder (or to lmspec for its reference)."""
+        path = self.host(where)
+        for base in (self.root, ROOT):
+            if base is not None and path.startswith(str(base) + "/"):
+                return path[len(str(base)) + 1 :]
+        return path

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmspec.conformance.judge.launch import JudgeRun, run_judge, suite_paths
+from lmspec.conformance.judge.launch import JudgeRun, judge_processes, run_judge, suite_paths
 from lmspec.conformance.judge.sandbox import Sandbox
 from lmspec.conformance.judge.sandbox import resolve as resolve_sandbox
 from lmspec.conformance.plain import plain_object
@@ -213,7 +213,7 @@ def recorded_settings(settings: Any, target: Target, points: PointsTable) -> dic
         "timeout_per_call_s": settings.timeout_per_call,
         "timeout_s": settings.timeout,
         "memory_limit_gb": settings.memory_limit or None,
-        "jobs": settings.jobs,
+        "jobs": judge_processes(settings, target),
         "hypothesis_profile": settings.hypothesis_profile,
         "device": settings.device,
         "sandbox": settings.sandbox,

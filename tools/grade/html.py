@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from lmspec import __version__
+from lmspec.tools.grade.results import PHASES
 
 MESSAGE_CAP = 20_000
 TESTS_SHOWN = 25
@@ -226,17 +227,9 @@ def _timings_section(data: dict[str, Any]) -> str:
     t = data.get("timings") or {}
     if not t:
         return f"<p>Total: {float(data.get('duration_s') or 0):.1f} s (no breakdown recorded).</p>"
-    phases = [
-        ("judge start-up (Python, pytest, torch, the suite)", "judge_startup_s"),
-        ("collection", "collection_s"),
-        ("until the first result (worker start-up)", "until_first_result_s"),
-        ("tests", "tests_wall_s"),
-        ("after the judge (scoring, reports)", "after_judge_s"),
-        ("total", "total_s"),
-    ]
     rows = "".join(
         f"<tr><td>{esc(label)}</td><td class='num'>{float(t[key]):.2f} s</td></tr>"
-        for label, key in phases
+        for label, key in PHASES
         if isinstance(t.get(key), int | float)
     )
     per_item = t.get("per_item_s") or {}

@@ -28,6 +28,7 @@ from lmspec.conformance.plain import plain
 from lmspec.tools.grade.gradescope import write_gradescope  # noqa: F401 (re-exported: grading.py, tests)
 from lmspec.tools.grade.results import (
     FAILED_OUTCOMES,
+    PHASES,
     GradeReport,
     Group,
     ItemResult,
@@ -248,13 +249,8 @@ def render_timings(report: GradeReport) -> str:
     starts = t.get("worker_startups_s") or []
     lines = [
         "  timings (wall clock)",
-        f"    judge start-up (Python, pytest, torch, the suite) {s('judge_startup_s')}",
-        f"    collection                                        {s('collection_s')}",
-        f"    until the first result (worker start-up)          {s('until_first_result_s')}",
-        f"    tests                                             {s('tests_wall_s')}",
-        f"    after the judge (scoring, reports)                {s('after_judge_s')}",
-        f"    total                                             {s('total_s')}",
-        f"  worker starts: {len(starts)} ({', '.join(f'{x:.2f}' for x in starts)} s)",
+        *(f"    {label:<57}{s(key)}" for label, key in PHASES),
+        f"  worker starts: {len(starts)} ({', '.join(f'{x:.2f}' for x in starts)} s, alongside the judge's own)",
         f"  tests' own time, summed over the judge's processes: {t.get('tests_summed_s', 0):.2f} s, "
         f"of which Hypothesis shrinking {t.get('shrinking_s', 0):.2f} s and timeouts {t.get('timeouts_s', 0):.2f} s",
     ]

@@ -618,9 +618,12 @@ def build_report(
     compromised = bool(reasons)
     warnings = _warnings(judge, tests, items, list(extra_warnings))
     not_loaded = run_error or load_error(judge)
-    if run_error:  # the run itself is in doubt: no item's result stands
+    if run_error:  # the run itself is in doubt: no item's result stands, and none is left out
+        why = f"not graded: {run_error}"
         for item in items:
-            item.status, item.points, item.explanation = Status.ERROR, 0.0, f"not graded: {run_error}"
+            item.status, item.points, item.explanation = Status.ERROR, 0.0, why
+        selected = error_items(profiles.get(target.profile), settings.get("spec"), points, why)
+        items = list(({i.id: i for i in selected} | {i.id: i for i in items}).values())  # those that ran: as they ran
     error = not_loaded or _lazy_import_error(items)
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
@@ -692,12 +695,26 @@ def _audit(items: list[ItemResult]) -> list[dict[str, Any]]:
     return found
 
 
+#: The wall-clock phases of ``timings``, as the table and the HTML report name them. The judge
+#: starts its worker when it starts (conformance/session.py, start_early): the worker loads while
+#: the judge imports torch and collects, and the first result waits only for what is left of it.
+PHASES = (
+    ("judge start-up (Python, pytest, the suite's plugin)", "judge_startup_s"),
+    ("collection (torch, the test modules)", "collection_s"),
+    ("until the first result (the rest of the worker's start)", "until_first_result_s"),
+    ("tests", "tests_wall_s"),
+    ("after the judge (scoring, reports)", "after_judge_s"),
+    ("total", "total_s"),
+)
+
+
 def timings(judge: dict[str, Any], started_at: float, total_s: float) -> dict[str, Any]:
     """Where a grading's time went, by phase (``--timings``; results.json).
 
-    Wall-clock phases of the judge process (start-up: Python, pytest, torch,
-    Hypothesis and the suite's plugin; collection; the first result, which
-    waits for the worker's start; the tests), every worker start, and the tests' own
+    Wall-clock phases of the judge process (PHASES: start-up, Python, pytest,
+    Hypothesis and the suite's plugin; collection, torch and the test modules;
+    the first result, which waits for what is left of the worker's start; the
+    tests), every worker start (from its process's start), and the tests' own
     time per item, of which Hypothesis shrinking and timeouts (summed over the
     judge's parallel processes, so it can exceed the wall time)."""
     stamps = judge.get("stamps") or {}
@@ -735,6 +752,20 @@ def timings(judge: dict[str, Any], started_at: float, total_s: float) -> dict[st
     return out
 
 
+def error_items(profile: profiles.Profile, spec: str | None, points: PointsTable, why: str) -> list[ItemResult]:
+    """Every item of ``profile`` that ``spec`` selects (all without one), as an error worth 0 of its
+    points, ``why`` its explanation."""
+    selectors = [s.strip() for s in (spec or "").split(",") if s.strip()]
+    items = []
+    for spec_item in profile.items:
+        if selectors and not profile.matches(spec_item.id, selectors):
+            continue
+        group = spec_item.kind
+        max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
+        items.append(ItemResult(spec_item.id, spec_item.title, group, Status.ERROR, 0.0, max_points, why, []))
+    return items
+
+
 def error_report(
     error: str,
     *,
@@ -751,17 +782,7 @@ def error_report(
     fault (an adapters file that is a link out of it, an environment that
     cannot be built): every selected item of its profile is an error worth
     0 of its points, and ``error`` says why."""
-    profile = profiles.get(target.profile)
-    selectors = [s.strip() for s in (spec or "").split(",") if s.strip()]
-    items = []
-    for spec_item in profile.items:
-        if selectors and not profile.matches(spec_item.id, selectors):
-            continue
-        group = spec_item.kind
-        max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
-        items.append(
-            ItemResult(spec_item.id, spec_item.title, group, Status.ERROR, 0.0, max_points, f"not run: {error}", [])
-        )
+    items = error_items(profiles.get(target.profile), spec, points, f"not run: {error}")
     core = [i for i in items if i.group == Group.CORE]
     ext = [i for i in items if i.group == Group.EXTENDED]
     return GradeReport(

@@ -10,7 +10,7 @@ Needs a checkout (tests/ is not installed). Every batch regrades everything
 (``regrade``) into its own folder under --out. Reported per batch: the
 submissions per hour (from the cluster's start to the last result), the
 mean load average and CPU use during it, and per grading the mean of each
-phase (judge start-up, collection, worker start-up, the tests, scoring and
+phase (judge start-up, collection, the rest of the worker start-up, the tests, scoring and
 reports), the task's own overhead, and the workers' idle time.
 """
 
@@ -31,7 +31,7 @@ from lmspec.tools.grade.files import REPO
 PHASES = (
     ("judge start-up", "judge_startup_s"),
     ("collection", "collection_s"),
-    ("worker start-up (to the first result)", "until_first_result_s"),
+    ("to the first result (the rest of the worker's start)", "until_first_result_s"),
     ("tests", "tests_wall_s"),
     ("scoring and reports", "after_judge_s"),
 )

@@ -43,7 +43,6 @@ read-only copy inside the sandbox.
 """
 
 import os
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +52,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load as _np_load
 from safetensors.numpy import save as _np_save
+
+from .frames import MAX_FRAME, ProtocolError, read_frame, write_frame
 
 __all__ = [
     "MAX_ARRAYS",
@@ -68,20 +69,13 @@ __all__ = [
     "write_frame",
 ]
 
-#: Largest frame either side accepts (a 64 MiB memmap, a GPT-2 vocabulary...).
-MAX_FRAME = int(os.environ.get("LMSPEC_MAX_FRAME", 512 << 20))
 MAX_DEPTH = 64
 #: Per frame: container elements, non-plain values, tensors and arrays (module docstring).
 MAX_ITEMS = int(os.environ.get("LMSPEC_MAX_ITEMS", 2_000_000))
 MAX_EXT = int(os.environ.get("LMSPEC_MAX_EXT", 400_000))
 MAX_ARRAYS = int(os.environ.get("LMSPEC_MAX_ARRAYS", 20_000))
-_LEN = struct.Struct(">I")
 
 EXT_TUPLE, EXT_TENSOR, EXT_NDARRAY, EXT_TAGGED = 1, 2, 3, 5
-
-
-class ProtocolError(Exception):
-    """A frame or value that does not follow this format."""
 
 
 class Tagged(dict):
@@ -94,34 +88,6 @@ class Tagged(dict):
 
     def __repr__(self) -> str:
         return f"Tagged({self.kind!r}, {dict.__repr__(self)})"
-
-
-# --- frames -------------------------------------------------------------------------
-def write_frame(fd: int, payload: bytes) -> None:
-    if len(payload) > MAX_FRAME:
-        raise ProtocolError(f"message of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
-    data = memoryview(_LEN.pack(len(payload)) + payload)
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            raise EOFError(f"stream closed with {left} of {n} bytes unread")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(fd: int) -> bytes:
-    (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
-    if n > MAX_FRAME:
-        raise ProtocolError(f"announced message of {n} bytes exceeds the {MAX_FRAME}-byte limit")
-    return _read_exact(fd, n)
 
 
 # --- values -----------------------------------------------------------------------------
