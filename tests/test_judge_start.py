@@ -23,9 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["judge", "xdist"])
 def test_each_process_that_runs_tests_starts_its_worker_before_it_imports_torch(tmp_path: Path, jobs: str) -> None:
-    """One test of 2.silu on the reference (sandboxed where bubblewrap works): with ``-n 2`` one of
-    xdist's two processes gets no test; its worker, started all the same, has
-    ended with it."""
+    """One test of 2.silu on the reference (sandboxed where bubblewrap works): with ``-n 2`` one
+    of xdist's two processes gets no test; its worker, started all the same, has ended with it."""
     probe = tmp_path / "probe"
     probe.mkdir()
     env = dict(
