@@ -117,8 +117,10 @@ class JudgeSession:
                 )
             except BaseException as exc:
                 self.start_error = exc
+                if self._early is not None:
+                    self._early.kill()  # whether or not the connection took it (and killed it already)
             finally:
-                self._early = None  # the implementation's now (its start-up failure kills it)
+                self._early = None
             if on_first_start is not None:
                 on_first_start(self)
         if self.start_error is not None:

@@ -70,3 +70,33 @@ def test_no_more_judge_processes_than_selected_items(spec: str | None, jobs: int
         given="reference", adapter="lmspec.reference.adapters", root=None, name="reference", profile="cs336"
     )
     assert judge_processes(Settings(jobs=jobs, spec=spec), target) == expected
+
+
+def test_a_worker_started_early_ends_when_the_implementation_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early worker belongs to the session until a connection takes it: a failure before that
+    ends it there and then, and ending it again (the connection may have) closes nothing twice."""
+    from lmspec.conformance.judge import implementation
+    from lmspec.conformance.session import JudgeSession
+
+    session = JudgeSession(Settings(sandbox="none"), tmp_path, xdist_worker=False)
+    session.start_early()
+    early = session._early
+    assert early is not None and early.alive()
+
+    def cannot(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no implementation")
+
+    monkeypatch.setattr(implementation, "Implementation", cannot)
+    with pytest.raises(RuntimeError, match="no implementation"):
+        session.implementation()
+    assert early.proc.poll() is not None and session._early is None
+    read, write = os.pipe()  # may be given the descriptors the channel closed
+    try:
+        early.kill()
+        os.write(write, b"x")
+        assert os.read(read, 1) == b"x"
+    finally:
+        os.close(read)
+        os.close(write)

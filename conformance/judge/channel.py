@@ -139,6 +139,7 @@ class ProcessChannel:
         self._drain.start()
         self.host_pid: int | None = None
         self.startup_timeout = startup_timeout
+        self._killed = False
 
     # --- frames ---------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -204,6 +205,11 @@ class ProcessChannel:
         return describe_status(code, bwrap=self.spec.sandbox is Sandbox.BWRAP)
 
     def kill(self) -> None:
+        """End the worker and close this end (once: a second call does nothing, so no descriptor is
+        closed twice)."""
+        if self._killed:
+            return
+        self._killed = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
