@@ -332,7 +332,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 f"(conformance/profiles/{profile.name}.py)"
             )
     if config.getoption("spec"):
-        selectors = [s.strip() for s in config.getoption("spec").split(",") if s.strip()]
+        selectors = profiles.selectors(config.getoption("spec"))
         for selector in selectors:
             if not any(profile.matches(i.id, [selector]) for i in profile.items):
                 raise pytest.UsageError(

@@ -80,8 +80,8 @@ class JudgeSession:
 
     def start_early(self) -> None:
         """Start the worker now, ahead of its first use: its Python, torch and the submission load
-        while this judge imports torch and collects (a second or two of wall time each, which
-        otherwise follow one another). Not for --in-process; a worker that cannot be started here is
+        while this judge imports torch and collects (2-4 s of wall time each on 2 cores, which
+        otherwise followed one another). Not for --in-process; a worker that cannot be started here is
         started again at first use, which reports why."""
         if self.in_process or self.impl is not None or self.start_error is not None or self._early is not None:
             return

@@ -139,11 +139,8 @@ def judge_processes(settings: Any, target: Target) -> int:
     and a sandboxed worker of its own (BENCHMARKS.md section 13), which one item's tests seldom
     outlast."""
     jobs = settings.jobs or 1
-    selectors = [s.strip() for s in (settings.spec or "").split(",") if s.strip()]
-    if jobs > 1 and selectors:
-        profile = profiles.get(target.profile)
-        selected = sum(1 for item in profile.items if profile.matches(item.id, selectors))
-        jobs = max(1, min(jobs, selected))
+    if jobs > 1 and profiles.selectors(settings.spec):
+        jobs = max(1, min(jobs, len(profiles.get(target.profile).selected(settings.spec))))
     return jobs
 
 

@@ -214,6 +214,16 @@ class Profile:
         """True when ``item_id`` equals a selector or lies under it ("2" covers "2.rope")."""
         return any(item_id == s or item_id.startswith(s + ".") for s in selectors)
 
+    def selected(self, spec: str | None) -> list[SpecItem]:
+        """The items ``spec`` (--spec: ids or their prefixes, comma-separated) selects; all without one."""
+        chosen = selectors(spec)
+        return [i for i in self.items if not chosen or self.matches(i.id, chosen)]
+
+
+def selectors(spec: str | None) -> list[str]:
+    """The selectors of a --spec value (``"2.rope, 3"`` -> ``["2.rope", "3"]``)."""
+    return [s.strip() for s in (spec or "").split(",") if s.strip()]
+
 
 def get(name: str) -> Profile:
     """The profile called ``name`` (ValueError naming the known ones otherwise)."""

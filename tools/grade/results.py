@@ -755,11 +755,8 @@ def timings(judge: dict[str, Any], started_at: float, total_s: float) -> dict[st
 def error_items(profile: profiles.Profile, spec: str | None, points: PointsTable, why: str) -> list[ItemResult]:
     """Every item of ``profile`` that ``spec`` selects (all without one), as an error worth 0 of its
     points, ``why`` its explanation."""
-    selectors = [s.strip() for s in (spec or "").split(",") if s.strip()]
     items = []
-    for spec_item in profile.items:
-        if selectors and not profile.matches(spec_item.id, selectors):
-            continue
+    for spec_item in profile.selected(spec):
         group = spec_item.kind
         max_points = points[spec_item.id] if group in (Group.CORE, Group.EXTENDED) else 0.0
         items.append(ItemResult(spec_item.id, spec_item.title, group, Status.ERROR, 0.0, max_points, why, []))
