@@ -12,7 +12,7 @@ starts, so the suite, the reports and ``--watch`` only ever see ids.
 
 from collections.abc import Iterable
 
-from lmspec.conformance.profiles import Profile
+from lmspec.conformance.profiles import Profile, selectors
 
 #: The annotated notes' names (SPEC §6.2) -> the encdec adapter functions they implement.
 ANNOTATED_NAMES: dict[str, tuple[str, ...]] = {
@@ -67,7 +67,7 @@ def expand(spec: str, profiles: list[Profile]) -> tuple[str, list[str]]:
     selectors that select nothing."""
     kept: list[str] = []
     unknown: list[str] = []
-    for selector in (s.strip() for s in spec.split(",") if s.strip()):
+    for selector in selectors(spec):
         ids = [selector] if is_id_or_prefix(selector, profiles) else item_ids(selector, profiles)
         if not ids:
             unknown.append(selector)
