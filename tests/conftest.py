@@ -10,12 +10,10 @@ import sys
 
 import pytest
 
-from lmspec.reference import TYPECHECKED
+from lmspec.reference import TYPECHECKED, CheckedImports
 
 if TYPECHECKED and "lmspec.reference.tokenizer" not in sys.modules:
-    from jaxtyping import install_import_hook
-
-    install_import_hook("lmspec.reference.tokenizer", "beartype.beartype")
+    sys.meta_path.insert(0, CheckedImports(("lmspec.reference.tokenizer",)))
 
 
 # --- the fast suite and the full catalog (nox -s tests, nox -s meta) ------------------------------
