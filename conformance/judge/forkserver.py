@@ -104,12 +104,12 @@ class ForkServer:
         pid = self.start(command, cwd, env, log)
         return None if pid is None else ForkedJudge(self, pid)
 
-    def wait(self, block: bool = True) -> int | None:
-        """The exit status of the judge last started; None when it is still running (``block``
-        False) or when the server died meanwhile."""
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status of the judge last started; None when it is still running after
+        ``timeout`` seconds (None: no limit) or when the server died meanwhile."""
         if self._proc is None or self._proc.stdout is None:
             return None
-        if not block and not select.select([self._proc.stdout], [], [], 0)[0]:
+        if timeout is not None and not select.select([self._proc.stdout], [], [], timeout)[0]:
             return None
         return self._answer("status")
 
@@ -149,16 +149,19 @@ class ForkedJudge:
         self._done = False
 
     def poll(self) -> int | None:
-        if not self._done:
-            status = self.server.wait(block=False)
-            if status is not None or self.server._proc is None:  # ended, or its server died (and it with it)
-                self.returncode, self._done = -signal.SIGKILL if status is None else status, True
+        return self._settle(0)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """As ``Popen.wait``: the exit status, or TimeoutExpired when the judge runs on after ``timeout``."""
+        if self._settle(timeout) is None:
+            raise subprocess.TimeoutExpired(f"forked judge {self.pid}", timeout or 0)
         return self.returncode
 
-    def wait(self) -> int | None:
+    def _settle(self, timeout: float | None) -> int | None:
         if not self._done:
-            status = self.server.wait()
-            self.returncode, self._done = -signal.SIGKILL if status is None else status, True
+            status = self.server.wait(timeout)
+            if status is not None or self.server._proc is None:  # ended, or its server died (and it with it)
+                self.returncode, self._done = -signal.SIGKILL if status is None else status, True
         return self.returncode
 
 

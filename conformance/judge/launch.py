@@ -246,7 +246,8 @@ def _run(
                 if time.monotonic() > deadline:
                     timed_out = True
                     break
-                time.sleep(0.2)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=0.2)  # returns as the judge ends, not up to 0.2 s after
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL if timed_out or proc.poll() is None else signal.SIGTERM)
