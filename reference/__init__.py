@@ -79,6 +79,10 @@ class CheckedImports:
         return spec
 
 
+#: importlib's own, taken before any hook replaces it.
+_UNTAGGED = _bootstrap_external.cache_from_source
+
+
 class _OwnTagOnly(SourceFileLoader):
     """Placed under jaxtyping's loader: jaxtyping keeps the bytecode of a module
     it instruments under a tag of its own, by replacing importlib's
@@ -98,9 +102,6 @@ class _OwnTagOnly(SourceFileLoader):
             exec(code, module.__dict__)
         finally:
             _bootstrap_external.cache_from_source = tagged
-
-
-_UNTAGGED = _bootstrap_external.cache_from_source
 
 
 @functools.cache

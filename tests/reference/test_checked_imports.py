@@ -30,8 +30,8 @@ print(json.dumps({"tagged": tagged, "torch": "torch" in sys.modules}))
 """
 
 
-def _probe(**env: str) -> dict:
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **env)
+def _probe() -> dict:
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE], cwd=REPO, env=environment, capture_output=True, text=True, timeout=300
     )
