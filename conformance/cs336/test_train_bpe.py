@@ -68,13 +68,21 @@ _SECOND_CAUSES: dict[tuple, list[str] | None] = {}
 
 
 def check_merges(
-    merges, text: str, vocab_size: int, special_tokens: Sequence[str], rule: str, *, run_train_bpe, corpus_dir: Path
+    merges,
+    text: str,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    rule: str,
+    *,
+    run_train_bpe,
+    corpus_dir: Path,
+    expected: Sequence[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    """The merges equal the slow oracle's; else the first difference, and the
-    likely causes that replaying them reproduces on this input AND on the
-    test's second input (:data:`SECOND_INPUT_CHARS`)."""
+    """The merges equal the slow oracle's (``expected``, when known already); else the first
+    difference, and the likely causes that replaying them reproduces on this input AND on
+    the test's second input (:data:`SECOND_INPUT_CHARS`)."""
     __tracebackhide__ = True
-    mismatch = bpe_replay.merge_mismatch(merges, text, vocab_size, special_tokens)
+    mismatch = bpe_replay.merge_mismatch(merges, text, vocab_size, special_tokens, expected=expected)
     if mismatch is None:
         return
 
@@ -324,6 +332,7 @@ def test_train_bpe_official_corpus_en(run_train_bpe, fixtures_dir, corpus_dir, c
             500,
             [EOT],
             rule="SPEC 1.2: official corpus.en merges",
+            expected=ref_merges,
             **_again(run_train_bpe, corpus_dir),
         )
         assert_equal(list(merges), ref_merges, rule="SPEC 1.2: official corpus.en merges")
