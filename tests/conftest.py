@@ -28,9 +28,20 @@ CATALOG_SAMPLE = {
 }
 #: Parametrised over a catalog (tests/mutants, tests/variants): the fast suite keeps tools.mutants.sample.
 CATALOG_PARAMETRISED = {"test_mutants.py", "test_variants.py"}
-#: End-to-end runs of a minute or more each on 2 cores (a training, a benchmark, environments built, a
-#: fresh clone, a batch killed mid-way): the full session runs them with the catalog, the fast one does not.
+#: End-to-end runs of 20 s to minutes each on 2 cores (a training, a smoke run, a benchmark, environments
+#: built, a fresh clone, a batch killed mid-way, readers' whole-profile gradings): the full session runs
+#: them with the catalog, the fast one does not (it keeps shorter gradings of the same paths: a reader
+#: after chapter 4, a notebook's and demo code's intake, a fixture repository's layouts).
 LONG_RUNS = {
+    "test_smoke.py": {"test_smoke_run_end_to_end", "test_gpt2_smoke_run_end_to_end"},
+    "test_intake.py": {
+        "test_demo_code_and_missing_packages_never_end_a_grading",
+        "test_a_notebook_and_a_chapter_folder_grade_as_the_same_code_in_one_file",
+    },
+    "test_gpt2_profile.py": {
+        "test_reader_file_gets_full_marks",
+        "test_adapter_file_of_renamed_names_gets_full_marks",
+    },
     "test_bench.py": {"test_bench_quick_runs_end_to_end"},
     "test_fixtures_fetch.py": {"test_quick_start_grade_passes_from_the_cache_and_names_the_reference_by_its_path_here"},
     "test_watch.py": {"test_watch_regrades_an_edited_adapter_and_stops_on_ctrl_c"},

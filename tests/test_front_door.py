@@ -5,6 +5,7 @@ line, without running the suite; every mistake in the arguments is one line
 naming the option and the accepted values, under the program name the user
 typed."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -360,7 +361,7 @@ def test_readme_test_command_is_what_ci_runs_and_sessions_cover_every_profile(mo
     from lmspec.conformance.profiles import NAMES
 
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci == "python3 -m pip install -q nox && python3 -m nox -s lint tests meta", ci
+    assert ci == "python3 -m pip install -q nox && python3 -m nox -s lint full", ci
     assert f"\n{ci}\n" in (REPO / "README.md").read_text()
     # the noxfile read without nox itself (the environments nox builds do not hold it)
     stub = types.ModuleType("nox")
@@ -368,6 +369,18 @@ def test_readme_test_command_is_what_ci_runs_and_sessions_cover_every_profile(mo
     monkeypatch.setitem(sys.modules, "nox", stub)
     noxfile = runpy.run_path(str(REPO / "noxfile.py"))
     assert tuple(noxfile["profiles"]()) == NAMES
+
+
+def test_the_lists_that_split_the_fast_suite_name_tests_that_exist() -> None:
+    """Every test that tests/conftest.py's CATALOG_SAMPLE and LONG_RUNS name is defined in the file
+    named: a misspelt name would move a test between the fast suite and the full session unseen."""
+    import conftest
+
+    for listed in (conftest.CATALOG_SAMPLE, conftest.LONG_RUNS):
+        for file, names in listed.items():
+            tree = ast.parse((REPO / "tests" / file).read_text(encoding="utf-8"))
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+            assert names <= defined, (file, sorted(names - defined))
 
 
 def _children(pid: int) -> set[int]:
