@@ -1,10 +1,12 @@
-"""nox sessions for lmspec. `nox -s lint tests meta` is what CI runs (.ci/run).
+"""nox sessions for lmspec. `nox -s lint full` is what CI runs (.ci/run).
 
 ``tests`` is the fast suite a contributor runs: every profile's conformance
 suite on its reference, the unit and tool tests, and a small deterministic
 sample of the meta-test catalog; ``meta`` is the rest of that catalog (every
 mutant, variant and hostile submission: the tests marked ``catalog``,
-tests/conftest.py). README "Run the tests" gives both durations.
+tests/conftest.py) and the long end-to-end runs; ``full`` runs both in one
+environment (one install of torch and lmspec instead of two, about 2 min on
+2 cores). README "Run the tests" gives the durations.
 
 torch is installed first, pinned by LMSPEC_TORCH (default ``torch==2.13.0``,
 the CPU wheel on lmspec's machines): asking pip for plain ``torch`` in a fresh
@@ -38,11 +40,7 @@ def install(session: nox.Session, extras: str = "plot") -> None:
     session.install("-e", f".[{extras}]")
 
 
-@nox.session
-def tests(session: nox.Session) -> None:
-    """The fast suite: each profile's conformance suite on its reference, the
-    unit and tool tests, the smoke run, a sample of the meta-test catalog."""
-    install(session, "plot,batch")
+def run_fast_suite(session: nox.Session) -> None:
     jobs = os.environ.get("LMSPEC_JOBS", "2")
     for profile in profiles():
         session.run(
@@ -55,16 +53,46 @@ def tests(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-@nox.session
-def meta(session: nox.Session) -> None:
-    """The full meta-test catalog: every mutant must die, every variant and
-    fixture repository pass, every hostile submission be contained."""
-    install(session, "plot,batch")
+def run_catalog(session: nox.Session) -> None:
     jobs = os.environ.get("LMSPEC_JOBS", "2")
     session.run(
         "python", "-m", "pytest", "tests", "-m", "catalog", "-n", jobs, "--durations=10",
         *PYTEST_SUITE, *session.posargs,
     )  # fmt: skip
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The fast suite: each profile's conformance suite on its reference, the
+    unit and tool tests, a sample of the meta-test catalog."""
+    install(session, "plot,batch")
+    run_fast_suite(session)
+
+
+@nox.session
+def meta(session: nox.Session) -> None:
+    """The full meta-test catalog (every mutant must die, every variant and
+    fixture repository pass, every hostile submission be contained) and the
+    long end-to-end runs."""
+    install(session, "plot,batch")
+    run_catalog(session)
+
+
+@nox.session
+def full(session: nox.Session) -> None:
+    """``tests`` then ``meta`` in one environment: what CI runs. The catalog runs even when
+    the fast suite failed, as it did when they were two sessions of one nox command."""
+    from nox.command import CommandFailed
+
+    install(session, "plot,batch")
+    failed = []
+    for part in (run_fast_suite, run_catalog):
+        try:
+            part(session)
+        except CommandFailed:
+            failed.append(part.__name__)
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")
 
 
 @nox.session
