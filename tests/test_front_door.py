@@ -9,6 +9,7 @@ import ast
 import json
 import subprocess
 import sys
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -356,7 +357,6 @@ def test_a_fresh_clone_without_fixtures_grades_incomplete_not_full_marks(tmp_pat
 # --- the test command, and what an interruption leaves behind -----------------------------------
 def test_readme_test_command_is_what_ci_runs_and_sessions_cover_every_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     import runpy
-    import types
 
     from lmspec.conformance.profiles import NAMES
 
@@ -381,6 +381,33 @@ def test_the_lists_that_split_the_fast_suite_name_tests_that_exist() -> None:
             tree = ast.parse((REPO / "tests" / file).read_text(encoding="utf-8"))
             defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
             assert names <= defined, (file, sorted(names - defined))
+
+
+def test_the_long_runs_are_handed_out_first_and_each_file_stays_together() -> None:
+    """tests/conftest.py orders the tests for pytest-xdist: a long run first, then the files with slow
+    or catalog tests, then the rest; within those, each file's tests in their order."""
+    import conftest
+
+    def item(file: str, name: str, slow: bool = False):
+        marker = lambda m: object() if slow and m == "slow" else None
+        return types.SimpleNamespace(path=REPO / "tests" / file, originalname=name, get_closest_marker=marker)
+
+    long_file, long_name = next((f, sorted(names)[0]) for f, names in conftest.LONG_RUNS.items())
+    items = [
+        item("test_a.py", "test_one"),
+        item("test_b.py", "test_quick"),
+        item("test_b.py", "test_slow", slow=True),
+        item("test_mutants.py", "test_suite_kills_mutant"),
+        item(long_file, long_name),
+    ]
+    order = [(i.path.name, i.originalname) for i in sorted(items, key=conftest._longest_first(items))]
+    assert order == [
+        (long_file, long_name),
+        ("test_b.py", "test_quick"),
+        ("test_b.py", "test_slow"),
+        ("test_mutants.py", "test_suite_kills_mutant"),
+        ("test_a.py", "test_one"),
+    ]
 
 
 def _children(pid: int) -> set[int]:
