@@ -6,7 +6,8 @@ sample of the meta-test catalog; ``meta`` is the rest of that catalog (every
 mutant, variant and hostile submission: the tests marked ``catalog``,
 tests/conftest.py) and the long end-to-end runs; ``full`` runs both in one
 environment (one install of torch and lmspec instead of two, about 2 min on
-2 cores). README "Run the tests" gives the durations.
+2 cores), lmspec's tests in one pytest run. README "Run the tests" gives the
+durations.
 
 torch is installed first, pinned by LMSPEC_TORCH (default ``torch==2.13.0``,
 the CPU wheel on lmspec's machines): asking pip for plain ``torch`` in a fresh
@@ -26,6 +27,7 @@ nox.options.sessions = ["lint", "tests"]
 
 TORCH = shlex.split(os.environ.get("LMSPEC_TORCH", "torch==2.13.0"))
 PYTEST_SUITE = ["-p", "no:cacheprovider", "--hypothesis-profile", "ci"]
+JOBS = os.environ.get("LMSPEC_JOBS", "2")  # pytest-xdist workers
 DEFAULT_PROFILE = "cs336"
 
 
@@ -40,24 +42,20 @@ def install(session: nox.Session, extras: str = "plot") -> None:
     session.install("-e", f".[{extras}]")
 
 
-def run_fast_suite(session: nox.Session) -> None:
-    jobs = os.environ.get("LMSPEC_JOBS", "2")
+def run_conformance(session: nox.Session) -> None:
+    """Each profile's conformance suite on its reference."""
     for profile in profiles():
         session.run(
-            "python", "-m", "pytest", "conformance", "--profile", profile, "-n", jobs, "--durations=5",
+            "python", "-m", "pytest", "conformance", "--profile", profile, "-n", JOBS, "--durations=5",
             *PYTEST_SUITE, *session.posargs,
         )  # fmt: skip
-    session.run(
-        "python", "-m", "pytest", "tests", "-m", "not catalog", "-n", jobs, "--durations=10",
-        *PYTEST_SUITE, *session.posargs,
-    )  # fmt: skip
 
 
-def run_catalog(session: nox.Session) -> None:
-    jobs = os.environ.get("LMSPEC_JOBS", "2")
+def run_tests(session: nox.Session, marks: str | None = None) -> None:
+    """lmspec's own tests (tests/), those of the mark expression ``marks`` if one is given."""
+    select = ["-m", marks] if marks else []
     session.run(
-        "python", "-m", "pytest", "tests", "-m", "catalog", "-n", jobs, "--durations=10",
-        *PYTEST_SUITE, *session.posargs,
+        "python", "-m", "pytest", "tests", *select, "-n", JOBS, "--durations=10", *PYTEST_SUITE, *session.posargs,
     )  # fmt: skip
 
 
@@ -66,7 +64,8 @@ def tests(session: nox.Session) -> None:
     """The fast suite: each profile's conformance suite on its reference, the
     unit and tool tests, a sample of the meta-test catalog."""
     install(session, "plot,batch")
-    run_fast_suite(session)
+    run_conformance(session)
+    run_tests(session, "not catalog")
 
 
 @nox.session
@@ -75,22 +74,23 @@ def meta(session: nox.Session) -> None:
     fixture repository pass, every hostile submission be contained) and the
     long end-to-end runs."""
     install(session, "plot,batch")
-    run_catalog(session)
+    run_tests(session, "catalog")
 
 
 @nox.session
 def full(session: nox.Session) -> None:
-    """``tests`` then ``meta`` in one environment: what CI runs. The catalog runs even when
-    the fast suite failed, as it did when they were two sessions of one nox command."""
+    """``tests`` and ``meta`` in one environment: what CI runs. lmspec's tests, fast and catalog
+    alike, are one pytest run (one start of its workers; the long runs handed out first, so
+    neither part waits on the other's last test); it runs even when a conformance suite failed."""
     from nox.command import CommandFailed
 
     install(session, "plot,batch")
     failed = []
-    for part in (run_fast_suite, run_catalog):
+    for name, part in (("conformance", run_conformance), ("tests", run_tests)):
         try:
             part(session)
         except CommandFailed:
-            failed.append(part.__name__)
+            failed.append(name)
     if failed:
         session.error(f"failed: {', '.join(failed)}")
 
