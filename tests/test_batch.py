@@ -156,6 +156,28 @@ def fake_task(calls: str, archive: bytes, name: str, digest: str, payload) -> "d
     return distributed.TaskResult(name, files, worker="fake")
 
 
+def test_two_batches_at_once_each_serve_on_a_free_loopback_port() -> None:
+    """The local cluster's scheduler serves HTTP on the loopback only, on a port of its own: a
+    second batch started while one runs neither fights over Dask's default port nor warns."""
+    import warnings
+    from urllib.parse import urlsplit
+
+    opened = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                opened.append(distributed.open_client(None, 1, quiet=True))
+        links = [urlsplit(client.dashboard_link) for client, _ in opened]
+        assert [link.hostname for link in links] == ["127.0.0.1", "127.0.0.1"], links
+        assert links[0].port != links[1].port, links
+        assert not [str(w.message) for w in caught if "in use" in str(w.message)]
+    finally:
+        for client, cluster in opened:
+            client.close()
+            cluster.close()
+
+
 def test_resume_grades_only_what_changed(tmp_path: Path) -> None:
     subs, out, calls = tmp_path / "subs", tmp_path / "out", tmp_path / "calls"
     subs.mkdir()

@@ -300,7 +300,9 @@ def open_client(scheduler: str | None, workers: int, *, quiet: bool) -> tuple[An
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        # the scheduler's HTTP server (health, metrics, the dashboard if bokeh is there) on a free
+        # loopback port: Dask's default, 8787, is taken by the first of two batches run at once
+        dashboard_address="127.0.0.1:0",
         silence_logs=logging.ERROR if quiet else logging.WARNING,
     )
     return Client(cluster), cluster
