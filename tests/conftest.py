@@ -131,8 +131,9 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def _longest_first(items):
     """Sort key: the long runs first, then the files with tests marked ``slow`` or parametrised over a
-    catalog, then the rest, each file's tests kept together and in their order (module-scoped fixtures
-    are set up once). pytest-xdist hands tests out in this order, so the last ones are short and its
-    workers finish together (the fast suite's last long test had left one of 2 workers idle for 36 s)."""
+    catalog, then the rest; past the long runs, each file's tests stay together and in their order
+    (module-scoped fixtures are set up once). pytest-xdist hands tests out in this order, so the last ones
+    are short and its workers finish together (the fast suite's last long test had left one of its 2
+    workers idle for 36 s)."""
     heavy = {i.path for i in items if i.get_closest_marker("slow") or i.path.name in CATALOG_PARAMETRISED}
     return lambda i: 0 if i.originalname in LONG_RUNS.get(i.path.name, ()) else 1 if i.path in heavy else 2
